@@ -1,0 +1,47 @@
+"""Sphinx role ``{exercise-links}`04_attention``` : "Open in Colab" and download links for an
+exercise notebook, built from the repository URL and branch in ``_config.yml`` (the one place
+that names them).
+
+A notebook that does not exist yet renders as plain text and logs a message (not a warning,
+so a chapter can land before its exercises); ``tests/test_book.py`` fails if any chapter's
+exercise notebook is missing.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+COLAB = "https://colab.research.google.com/github"
+
+
+def colab_url(repository_url: str, branch: str, path: str) -> str:
+    """Colab URL of ``path`` (relative to the repository root) on GitHub."""
+    owner_repo = repository_url.rstrip("/").removeprefix("https://github.com/")
+    return f"{COLAB}/{owner_repo}/blob/{branch}/{path}"
+
+
+def exercise_links_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    env = inliner.document.settings.env
+    stem = text.strip()
+    rel = f"exercises/{stem}.ipynb"
+    if not (Path(env.srcdir) / rel).exists():
+        logger.info(f"exercise notebook {rel} does not exist yet", location=(env.docname, lineno))
+        return [nodes.emphasis(text=f"(exercise notebook {rel}: coming soon)")], []
+    theme = env.config.html_theme_options
+    url = colab_url(theme.get("repository_url", ""), theme.get("repository_branch", "main"), rel)
+    colab = nodes.reference("", "Open in Colab", refuri=url, classes=["colab-link"])
+    download = addnodes.download_reference(
+        "", "", nodes.literal(text=f"{stem}.ipynb"), reftarget="/" + rel,
+        refdoc=env.docname, refexplicit=True, refdomain="", reftype="download",
+    )
+    return [colab, nodes.Text(" · download "), download], []
+
+
+def setup(app):
+    app.add_role("exercise-links", exercise_links_role)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,46 @@
+"""Shared fixtures.
+
+``built_book``: one clean build of the whole site per test session, into
+``test-output/book`` (``jupyter-book build -W --keep-going`` with ``raise_on_error``, in a
+fresh folder so no execution cache can hide a failing cell). Set ``COURSE_REUSE_BUILD=1`` to
+reuse the previous test build while iterating on tests (never in CI).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_OUTPUT = ROOT / "test-output"
+BOOK_OUT = TEST_OUTPUT / "book"
+
+
+@pytest.fixture(scope="session")
+def built_book() -> Path:
+    """Path of the build folder (``.../_build``) of a clean, warning-free site build."""
+    build = BOOK_OUT / "_build"
+    log = TEST_OUTPUT / "book-build.log"
+    reuse = os.environ.get("COURSE_REUSE_BUILD") == "1" and not os.environ.get("CI")
+    if reuse and (build / "html" / "index.html").exists():
+        return build
+    shutil.rmtree(BOOK_OUT, ignore_errors=True)
+    TEST_OUTPUT.mkdir(exist_ok=True)
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb), "build", str(ROOT), "--path-output", str(BOOK_OUT),
+           "--builder", "html", "-W", "--keep-going"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    if proc.returncode != 0:
+        lines = [l for l in (proc.stdout + proc.stderr).splitlines()
+                 if "WARNING" in l or "ERROR" in l or "Error" in l]
+        pytest.fail(
+            f"the clean book build failed (exit {proc.returncode}); full log in {log}.\n"
+            + "\n".join(lines[-40:]),
+            pytrace=False,
+        )
+    return build
