@@ -14,7 +14,14 @@ import torch
 
 from .attention import causal_mask, scaled_dot_product_attention
 
-__all__ = ["sequential_steps", "max_path_length", "rnn_gradient_norms", "attention_gradient_norms"]
+__all__ = [
+    "sequential_steps",
+    "max_path_length",
+    "rnn_weights",
+    "rnn_last_state",
+    "rnn_gradient_norms",
+    "attention_gradient_norms",
+]
 
 
 def sequential_steps(T: int, layer: str) -> int:
@@ -42,23 +49,34 @@ def _inputs(T: int, d: int, seed: int) -> torch.Tensor:
     return torch.randn(T, d, generator=g, dtype=torch.float64)  # (T, d)
 
 
-def rnn_gradient_norms(lengths: Sequence[int], d: int = 16, gain: float = 0.9, seed: int = 0) -> list[float]:
-    """||d h_T / d x_1|| for a tanh RNN, one value per sequence length T in ``lengths``.
-
-    W is a random orthogonal matrix times ``gain`` (so repeated multiplication shrinks
-    vectors by about ``gain`` per step, before tanh' shrinks them further); U is random with
-    variance 1/d. The same weights and inputs (prefixes of one sequence) serve every T.
-    """
+def rnn_weights(d: int = 16, gain: float = 0.9, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The RNN's (W, U), each (d, d): W a random orthogonal matrix times ``gain`` (so
+    repeated multiplication shrinks vectors by ``gain`` per step, before tanh' shrinks them
+    further), U random with variance 1/d."""
     g = torch.Generator().manual_seed(seed)
     W = gain * torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0]  # (d, d)
     U = torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5  # (d, d)
+    return W, U
+
+
+def rnn_last_state(x: torch.Tensor, W: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
+    """h_T of h_t = tanh(W h_{t-1} + U x_t), h_0 = 0. x: (T, d) -> (d,)."""
+    h = torch.zeros(W.shape[0], dtype=x.dtype)
+    for t in range(x.shape[0]):  # strictly sequential: step t needs h from step t-1
+        h = torch.tanh(W @ h + U @ x[t])
+    return h
+
+
+def rnn_gradient_norms(lengths: Sequence[int], d: int = 16, gain: float = 0.9, seed: int = 0) -> list[float]:
+    """||d sum(h_T) / d x_1|| for a tanh RNN, one value per sequence length T in ``lengths``.
+
+    The same weights (``rnn_weights``) and inputs (prefixes of one sequence) serve every T.
+    """
+    W, U = rnn_weights(d, gain, seed)
     norms = []
     for T in lengths:
         x = _inputs(T, d, seed + 1).requires_grad_(True)  # (T, d)
-        h = torch.zeros(d, dtype=torch.float64)
-        for t in range(T):  # strictly sequential: step t needs h from step t-1
-            h = torch.tanh(W @ h + U @ x[t])
-        (grad,) = torch.autograd.grad(h.sum(), x)  # (T, d)
+        (grad,) = torch.autograd.grad(rnn_last_state(x, W, U).sum(), x)  # (T, d)
         norms.append(float(grad[0].norm()))
     return norms
 

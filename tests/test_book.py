@@ -1,0 +1,80 @@
+"""The site builds cleanly, and every page in the table of contents is there, executed."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def toc_files() -> list[str]:
+    """Every file of _toc.yml, in reading order (without suffix)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for e in entries:
+            if "file" in e:
+                files.append(e["file"])
+            walk(e.get("sections", []))
+            for part in e.get("parts", []):
+                walk(part.get("chapters", []))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters", []))
+    walk(toc.get("chapters", []))
+    return files
+
+
+def chapter_files() -> list[str]:
+    """Numbered chapters (book/NN_name) from the table of contents."""
+    return [f for f in toc_files() if re.match(r"book/\d\d_", f)]
+
+
+def code_cells(md: Path) -> list[str]:
+    """Code cells of a MyST notebook that are not removed from the page."""
+    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", md.read_text(), flags=re.S)
+    return [c for c in cells if "remove-cell" not in c.split("\n", 3)[0] + c[:200]]
+
+
+def test_toc_lists_existing_files():
+    missing = [f for f in toc_files() if not (ROOT / f"{f}.md").exists()]
+    assert not missing, f"_toc.yml names files that do not exist: {missing}"
+
+
+def test_build_log_is_clean(built_book):
+    log = (ROOT / "test-output" / "book-build.log").read_text()
+    assert "build succeeded" in log
+    assert "WARNING" not in log.split("--- stderr ---")[0].replace("[IPKernelApp] WARNING", "")
+
+
+@pytest.mark.parametrize("page", toc_files())
+def test_every_toc_page_is_built(built_book, page):
+    html = built_book / "html" / f"{page}.html"
+    assert html.exists(), f"{page} produced no HTML page"
+    text = html.read_text()
+    assert "{glue" not in text, f"{page}: a glue reference was not resolved"
+    assert "This chapter is being written" not in text, f"{page} is still a placeholder"
+
+
+@pytest.mark.parametrize("page", [f for f in toc_files() if code_cells(ROOT / f"{f}.md")])
+def test_executed_outputs_are_on_the_page(built_book, page):
+    nb = json.loads((built_book / "jupyter_execute" / f"{page}.ipynb").read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert code and all(c["execution_count"] is not None for c in code), f"{page}: unexecuted cells"
+    errors = [o for c in code for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert not errors, f"{page}: cells raised {[e['ename'] for e in errors]}"
+    n_outputs = sum(bool(c.get("outputs")) for c in code)
+    html = (built_book / "html" / f"{page}.html").read_text()
+    assert html.count('class="cell_output') >= min(n_outputs, 1), f"{page}: outputs missing from the HTML"
+
+
+@pytest.mark.parametrize("chapter", chapter_files())
+def test_chapter_links_its_exercise_notebook(chapter):
+    stem = Path(chapter).name
+    text = (ROOT / f"{chapter}.md").read_text()
+    assert f"{{exercise-links}}`{stem}`" in text, f"{chapter} has no exercise-links to its notebook"
+    assert (ROOT / "exercises" / f"{stem}.ipynb").exists(), f"exercises/{stem}.ipynb is missing"
