@@ -22,25 +22,37 @@ BOOK_OUT = TEST_OUTPUT / "book"
 
 @pytest.fixture(scope="session")
 def built_book() -> Path:
-    """Path of the build folder (``.../_build``) of a clean, warning-free site build."""
+    """Path of the build folder (``.../_build``) of a clean, warning-free site build.
+
+    Under pytest-xdist the workers share one build: the first builds under a file lock, the
+    others find the marker of this test run and reuse it.
+    """
+    from filelock import FileLock
+
     build = BOOK_OUT / "_build"
     log = TEST_OUTPUT / "book-build.log"
-    reuse = os.environ.get("COURSE_REUSE_BUILD") == "1" and not os.environ.get("CI")
-    if reuse and (build / "html" / "index.html").exists():
-        return build
-    shutil.rmtree(BOOK_OUT, ignore_errors=True)
+    marker = TEST_OUTPUT / "book-build.ok"
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid-{os.getpid()}")
     TEST_OUTPUT.mkdir(exist_ok=True)
-    jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jb), "build", str(ROOT), "--path-output", str(BOOK_OUT),
-           "--builder", "html", "-W", "--keep-going"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    if proc.returncode != 0:
-        lines = [l for l in (proc.stdout + proc.stderr).splitlines()
-                 if "WARNING" in l or "ERROR" in l or "Error" in l]
-        pytest.fail(
-            f"the clean book build failed (exit {proc.returncode}); full log in {log}.\n"
-            + "\n".join(lines[-40:]),
-            pytrace=False,
-        )
+    with FileLock(str(TEST_OUTPUT / "book-build.lock")):
+        reuse = os.environ.get("COURSE_REUSE_BUILD") == "1" and not os.environ.get("CI")
+        done = marker.exists() and marker.read_text() == run_id
+        if (reuse or done) and (build / "html" / "index.html").exists():
+            return build
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(BOOK_OUT, ignore_errors=True)
+        jb = Path(sys.executable).with_name("jupyter-book")
+        cmd = [str(jb), "build", str(ROOT), "--path-output", str(BOOK_OUT),
+               "--builder", "html", "-W", "--keep-going"]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+        if proc.returncode != 0:
+            lines = [l for l in (proc.stdout + proc.stderr).splitlines()
+                     if "WARNING" in l or "ERROR" in l or "Error" in l]
+            pytest.fail(
+                f"the clean book build failed (exit {proc.returncode}); full log in {log}.\n"
+                + "\n".join(lines[-40:]),
+                pytrace=False,
+            )
+        marker.write_text(run_id)
     return build
