@@ -42,6 +42,17 @@ def exercise_links_role(name, rawtext, text, lineno, inliner, options=None, cont
     return [colab, nodes.Text(" · download "), download], []
 
 
+def name_colab_button(app, pagename, templatename, context, doctree):
+    """Label the theme's launch button "Open in Colab" (the theme says just "Colab"), the
+    words the course uses everywhere. Runs after sphinx-book-theme adds the button (501)."""
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            if str(button.get("url", "")).startswith("https://colab.research.google.com/"):
+                button["text"] = "Open in Colab"
+                button["tooltip"] = "Open this chapter's notebook in Google Colab"
+
+
 def setup(app):
     app.add_role("exercise-links", exercise_links_role)
+    app.connect("html-page-context", name_colab_button, priority=510)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,350 @@
+"""Colab support: the set-up cell, the paired chapter notebooks and Colab URLs.
+
+Colab opens only ``.ipynb`` files from the repository, so every MyST chapter ``book/NN.md`` in
+``_toc.yml`` gets a paired ``book/NN.ipynb`` (jupytext, ``ipynb,md:myst``). The ``.md`` is the
+source; the ``.ipynb`` is regenerated from it with ``--update`` semantics: cells keep the ids
+they had in the previous ``.ipynb`` (matched with jupytext's own matcher), new cells get ids
+derived from their content, outputs are dropped. Regenerating twice gives the same bytes.
+
+Every chapter and every exercise/solution notebook starts with the same short set-up cell
+(tag ``remove-cell``, id ``colab-setup``): on Colab it pip-installs ``course_lib`` from the
+repository URL and branch in ``_config.yml``; elsewhere it does nothing. With the environment
+variable ``COURSE_LIB_SOURCE`` set (a path or pip requirement), it installs from there instead,
+which is how the fresh-Colab test points it at the local checkout. A plain
+``pip install`` leaves Colab's torch, numpy and matplotlib alone: ``course_lib`` only requires
+them unpinned, so they are already satisfied.
+
+Command line::
+
+    python -m course_lib.colab            # update set-up cells and paired notebooks
+    python -m course_lib.colab --check    # exit 1 and list what is out of date (tests, CI)
+    python -m course_lib.colab --links    # Markdown table of Colab links (for the README)
+    python -m course_lib.colab book/04_attention.md   # only these chapters/notebooks
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "ENV_VAR", "SETUP_CELL_ID", "chapter_paths", "colab_url", "ensure_setup_cell",
+    "exercise_notebook_paths", "install_requirement", "paired_ipynb_text", "repository",
+    "setup_cell_source", "update_chapter_md", "sync",
+]
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV_VAR = "COURSE_LIB_SOURCE"
+SETUP_CELL_ID = "colab-setup"
+SETUP_TAG = "remove-cell"
+MARKER = "# Colab set-up:"  # first line of the set-up cell; how an old version is recognised
+PAIRING = "ipynb,md:myst"
+COLAB = "https://colab.research.google.com/github"
+NOTEBOOK_DIRS = ("exercises", "solutions")
+
+
+# --------------------------------------------------------------------------- configuration
+def repository(root: Path = ROOT) -> tuple[str, str]:
+    """(GitHub URL, branch) from ``_config.yml``: the one place that names them."""
+    import yaml
+
+    config_path = Path(root) / "_config.yml"
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    repo = config.get("repository") or {}
+    url, branch = str(repo.get("url", "")).rstrip("/"), str(repo.get("branch", "") or "main")
+    if not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url):
+        raise ValueError(
+            f"repository.url in {config_path} is {url!r}; Colab needs a GitHub URL of the form "
+            "https://github.com/OWNER/REPO. Set it there (it is the only place that names it)."
+        )
+    return url, branch
+
+
+def colab_url(path: str, root: Path = ROOT) -> str:
+    """Colab URL of ``path`` (relative to the repository root, e.g. ``book/01_x.ipynb``)."""
+    url, branch = repository(root)
+    if not path.endswith(".ipynb"):
+        raise ValueError(f"Colab opens only .ipynb files, got {path!r}: link the paired notebook.")
+    return f"{COLAB}/{url.removeprefix('https://github.com/')}/blob/{branch}/{path}"
+
+
+def install_requirement(root: Path = ROOT) -> str:
+    """The pip requirement that installs ``course_lib`` from the configured repository."""
+    url, branch = repository(root)
+    return f"course_lib @ git+{url}@{branch}"
+
+
+def setup_cell_source(root: Path = ROOT) -> str:
+    """Source of the set-up cell every chapter and exercise notebook starts with."""
+    return (
+        f"{MARKER} on Google Colab this installs course_lib; elsewhere it does nothing.\n"
+        f"# ({ENV_VAR}=<path or pip requirement> installs from there instead, e.g. in tests.)\n"
+        "import os, subprocess, sys\n"
+        f'if "google.colab" in sys.modules or os.environ.get("{ENV_VAR}"):\n'
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q",\n'
+        f'                    os.environ.get("{ENV_VAR}") or "{install_requirement(root)}"],\n'
+        "                   check=True)"
+    )
+
+
+# --------------------------------------------------------------------------- what to cover
+def _toc_files(toc) -> list[str]:
+    found: list[str] = []
+    if isinstance(toc, dict):
+        for key in ("root", "file"):
+            if isinstance(toc.get(key), str):
+                found.append(toc[key])
+        for value in toc.values():
+            if isinstance(value, (list, dict)):
+                found += _toc_files(value)
+    elif isinstance(toc, list):
+        for item in toc:
+            found += _toc_files(item)
+    return found
+
+
+def _front_matter(text: str) -> dict:
+    import yaml
+
+    m = re.match(r"---\n(.*?\n)---\n", text, re.S)
+    return (yaml.safe_load(m.group(1)) or {}) if m else {}
+
+
+def is_notebook_md(path: Path) -> bool:
+    """A MyST markdown notebook (jupytext header), as opposed to a plain page."""
+    header = _front_matter(path.read_text(encoding="utf-8"))
+    return "jupytext" in header or "kernelspec" in header
+
+
+def chapter_paths(root: Path = ROOT) -> list[Path]:
+    """Every MyST notebook ``.md`` in ``_toc.yml``, in table-of-contents order."""
+    import yaml
+
+    toc = yaml.safe_load((Path(root) / "_toc.yml").read_text(encoding="utf-8"))
+    paths = []
+    for name in dict.fromkeys(_toc_files(toc)):
+        md = Path(root) / (name if name.endswith(".md") else name + ".md")
+        if md.is_file() and is_notebook_md(md):
+            paths.append(md)
+    return paths
+
+
+def exercise_notebook_paths(root: Path = ROOT) -> list[Path]:
+    """Every notebook in ``exercises/`` and ``solutions/``."""
+    return sorted(p for d in NOTEBOOK_DIRS for p in (Path(root) / d).glob("*.ipynb"))
+
+
+# --------------------------------------------------------------------------- chapter .md
+_CODE_CELL = re.compile(r"^(?P<fence>`{3,})\{code-cell\}[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*\n",
+                        re.M | re.S)
+
+
+def _md_setup_block(root: Path) -> str:
+    return f"```{{code-cell}} ipython3\n:tags: [{SETUP_TAG}]\n\n{setup_cell_source(root)}\n```\n"
+
+
+def update_chapter_md(text: str, root: Path = ROOT) -> str:
+    """The chapter text with the pairing declared in its header and the current set-up cell
+    as its first code cell (replacing an older one, or inserted under the title)."""
+    m = re.match(r"---\n(.*?\n)---\n", text, re.S)
+    if not m or "jupytext:" not in m.group(1):
+        raise ValueError("a chapter must start with a jupytext front matter (copy the header of "
+                         "book/01_why_transformers.md)")
+    header = m.group(1)
+    if re.search(r"^  formats:.*$", header, re.M):
+        header = re.sub(r"^  formats:.*$", f"  formats: {PAIRING}", header, count=1, flags=re.M)
+    else:
+        header = header.replace("jupytext:\n", f"jupytext:\n  formats: {PAIRING}\n", 1)
+    head, body = f"---\n{header}---\n", text[m.end():]
+
+    block = _md_setup_block(root)
+    first = _CODE_CELL.search(body)
+    if first and MARKER in first.group("body"):
+        body = body[:first.start()] + block + body[first.end():]
+    else:
+        title = re.search(r"^# .*\n", body, re.M)
+        at = title.end() if title and (first is None or title.start() < first.start()) else (
+            first.start() if first else len(body))
+        body = body[:at] + "\n" + block + ("\n" if body[at:at + 1] != "\n" else "") + body[at:]
+    return head + body
+
+
+# --------------------------------------------------------------------------- notebooks
+def _content_id(source: str, used: set[str]) -> str:
+    base = "cell-" + hashlib.sha1(source.encode("utf-8")).hexdigest()[:8]
+    cell_id, n = base, 2
+    while cell_id in used:
+        cell_id, n = f"{base}-{n}", n + 1
+    return cell_id
+
+
+def paired_ipynb_text(md_text: str, previous_ipynb: str | None = None) -> str:
+    """The paired notebook for a chapter's MyST text, as the exact file content.
+
+    ``previous_ipynb`` (the current file, if any) supplies the ids of unchanged cells, the
+    ``--update`` semantics of jupytext, so an edit changes only the cells it touches.
+    """
+    import jupytext
+    import nbformat
+    from jupytext.combine import map_outputs_to_inputs
+
+    nb = jupytext.reads(md_text, fmt="md:myst")
+    old = nbformat.reads(previous_ipynb, as_version=4) if previous_ipynb else None
+    mapping = map_outputs_to_inputs(nb.cells, old.cells) if old else [None] * len(nb.cells)
+
+    used: set[str] = set()
+    first_code = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), None)
+    cells = []
+    for i, (cell, j) in enumerate(zip(nb.cells, mapping)):
+        cell = copy.deepcopy(cell)
+        if i == first_code and MARKER in cell.source:
+            cell_id = SETUP_CELL_ID
+        elif j is not None and old.cells[j].get("id") and old.cells[j]["id"] not in used \
+                and old.cells[j]["id"] != SETUP_CELL_ID:
+            cell_id = old.cells[j]["id"]
+        else:
+            cell_id = _content_id(cell.source, used | {SETUP_CELL_ID})
+        used.add(cell_id)
+        cell["id"] = cell_id
+        if cell.cell_type == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        cells.append(cell)
+
+    meta = {
+        "jupytext": {"formats": PAIRING},
+        "kernelspec": nb.metadata.get("kernelspec", {
+            "display_name": "Python 3", "language": "python", "name": "python3"}),
+        "language_info": {"name": "python"},
+    }
+    out = nbformat.v4.new_notebook(cells=cells, metadata=meta)
+    out.nbformat_minor = 5
+    nbformat.validate(out)
+    return nbformat.writes(out, version=4) + "\n"
+
+
+def ensure_setup_cell(nb, root: Path = ROOT):
+    """Put the current set-up cell first among ``nb``'s code cells (in place; returns nb).
+
+    An existing set-up cell (id ``colab-setup`` or recognised by its first line) is updated,
+    keeping any other metadata it carries; otherwise one is inserted before the first code cell.
+    """
+    import nbformat
+
+    source = setup_cell_source(root)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    existing = next((i for i in code if nb.cells[i].get("id") == SETUP_CELL_ID
+                     or nb.cells[i].source.startswith(MARKER)), None)
+    if existing is not None:
+        cell = nb.cells.pop(existing)
+    else:
+        cell = nbformat.v4.new_code_cell()
+    cell.source = source
+    cell["id"] = SETUP_CELL_ID
+    cell["outputs"], cell["execution_count"] = [], None
+    tags = cell.metadata.setdefault("tags", [])
+    if SETUP_TAG not in tags:
+        tags.append(SETUP_TAG)
+    # First code cell: before whatever code cell now comes first (markdown title stays on top).
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    nb.cells.insert(code[0] if code else len(nb.cells), cell)
+    if nb.nbformat_minor < 5:
+        nb.nbformat_minor = 5
+    return nb
+
+
+# --------------------------------------------------------------------------- sync / check
+@dataclass
+class Change:
+    path: Path
+    reason: str
+    new_text: str
+
+
+def _planned(root: Path, only: set[Path] | None) -> list[Change]:
+    import nbformat
+
+    changes: list[Change] = []
+    for md in chapter_paths(root):
+        if only is not None and md.resolve() not in only:
+            continue
+        text = md.read_text(encoding="utf-8")
+        new_md = update_chapter_md(text, root)
+        if new_md != text:
+            changes.append(Change(md, "set-up cell or pairing header out of date", new_md))
+        ipynb = md.with_suffix(".ipynb")
+        prev = ipynb.read_text(encoding="utf-8") if ipynb.exists() else None
+        new_nb = paired_ipynb_text(new_md, prev)
+        if new_nb != prev:
+            why = "missing" if prev is None else f"out of sync with {md.name}"
+            changes.append(Change(ipynb, f"paired notebook {why}", new_nb))
+    for path in exercise_notebook_paths(root):
+        if only is not None and path.resolve() not in only:
+            continue
+        text = path.read_text(encoding="utf-8")
+        nb = nbformat.reads(text, as_version=4)
+        before = copy.deepcopy(nb)
+        ensure_setup_cell(nb, root)
+        if nb != before:  # compare content, not formatting: other tools write these files
+            changes.append(Change(path, "set-up cell missing or out of date",
+                                  nbformat.writes(nb, version=4) + "\n"))
+    return changes
+
+
+def sync(root: Path = ROOT, check: bool = False, only: list[Path] | None = None) -> list[Change]:
+    """Update (or with ``check=True`` only report) every file that is out of date."""
+    only_set = {Path(p).resolve() for p in only} if only else None
+    if only_set:
+        # Naming a chapter's .ipynb means its .md (the source).
+        only_set |= {p.with_suffix(".md") for p in only_set if p.parent.name == "book"}
+    changes = _planned(Path(root), only_set)
+    if not check:
+        for c in changes:
+            c.path.write_text(c.new_text, encoding="utf-8")
+    return changes
+
+
+def links_markdown(root: Path = ROOT) -> str:
+    """A Markdown table: each chapter with Colab links to its notebook and exercises."""
+    rows = ["| Chapter | Notebook | Exercises |", "| --- | --- | --- |"]
+    for md in chapter_paths(root):
+        title = next((line[2:].strip() for line in md.read_text(encoding="utf-8").splitlines()
+                      if line.startswith("# ")), md.stem)
+        rel = md.relative_to(root).with_suffix(".ipynb").as_posix()
+        ex = Path(root) / "exercises" / f"{md.stem}.ipynb"
+        ex_cell = f"[Open in Colab]({colab_url(f'exercises/{ex.name}', root)})" if ex.exists() \
+            else "coming soon"
+        rows.append(f"| {title} | [Open in Colab]({colab_url(rel, root)}) | {ex_cell} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_lib.colab", description=__doc__.split(
+        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="*", type=Path, help="limit to these files")
+    parser.add_argument("--check", action="store_true", help="report, change nothing; exit 1 "
+                        "if anything is out of date")
+    parser.add_argument("--links", action="store_true", help="print Colab links as Markdown")
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.links:
+        print(links_markdown(args.root))
+        return 0
+    changes = sync(args.root, check=args.check, only=args.paths or None)
+    for c in changes:
+        print(f"{'out of date' if args.check else 'updated'}: "
+              f"{c.path.relative_to(args.root.resolve()) if c.path.is_absolute() else c.path}"
+              f" ({c.reason})")
+    if args.check and changes:
+        print("Run `python -m course_lib.colab` to regenerate them, then commit the result.")
+        return 1
+    if not changes:
+        print("colab: every set-up cell and paired notebook is up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

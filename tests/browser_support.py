@@ -1,0 +1,92 @@
+"""Helpers for the browser tests: which pages, where the site is, a local server, Chromium.
+
+While iterating, point the tests at a build of your own instead of the shared clean build:
+``COURSE_BROWSER_BUILD=/tmp/me-build/_build`` (the ``_build`` folder, HTML in ``html/``), and
+``COURSE_BROWSER_ROOT=/path/to/book/root`` when that build came from another source folder.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_OUTPUT = ROOT / "test-output"
+SCREENSHOTS = TEST_OUTPUT / "screenshots"
+
+# Debian's Chromium, driven by Playwright; it must never try to reach the network on its own.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def source_root() -> Path:
+    return Path(os.environ.get("COURSE_BROWSER_ROOT") or ROOT).resolve()
+
+
+def custom_build() -> Path | None:
+    value = os.environ.get("COURSE_BROWSER_BUILD")
+    return Path(value).resolve() if value else None
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium")
+
+
+def _toc_files(node) -> list[str]:
+    out: list[str] = []
+    if isinstance(node, dict):
+        for key in ("root", "file"):
+            if isinstance(node.get(key), str):
+                out.append(node[key])
+        for value in node.values():
+            if isinstance(value, (dict, list)):
+                out += _toc_files(value)
+    elif isinstance(node, list):
+        for item in node:
+            out += _toc_files(item)
+    return out
+
+
+def toc_pages(root: Path | None = None) -> list[str]:
+    """Every page in ``_toc.yml`` as its HTML path relative to the site root."""
+    root = root or source_root()
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    pages = []
+    for name in dict.fromkeys(_toc_files(toc)):
+        stem = re.sub(r"\.(md|ipynb|rst)$", "", name)
+        pages.append(f"{stem}.html")
+    return pages
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+
+@contextlib.contextmanager
+def serve(directory: Path):
+    """Serve ``directory`` on 127.0.0.1 (a free port) in a thread; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def html_ids(path: Path) -> set[str]:
+    """Every ``id`` and ``name`` anchor in an HTML file (targets of ``#fragment`` links)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return set(re.findall(r'\s(?:id|name)="([^"]+)"', text))
