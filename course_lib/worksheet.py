@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["fmt", "fmt_latex", "dot_str", "matrix_latex", "html_table", "Line",
+__all__ = ["fmt", "fmt_latex", "dot_str", "affine_str", "sum_str", "math_eq", "matrix_latex", "html_table", "Line",
            "worksheet_html", "WORKSHEETS", "write_worksheets"]
 
 MINUS = "\u2212"
@@ -55,11 +55,28 @@ def dot_str(a: Sequence[float], b: Sequence[float], sig: int = 4, result: bool =
     return f"{terms} = {fmt(float(np.dot(a, b)), sig)}" if result else terms
 
 
+def affine_str(x: Sequence[float], w: Sequence[float], b: float, sig: int = 4) -> str:
+    """x·w + b written out: "x0×w0 + x1×w1 + b = result"."""
+    return f"{dot_str(x, w, sig, result=False)} + {_op(b, sig)} = {fmt(float(np.dot(x, w) + b), sig)}"
+
+
+def sum_str(values: Sequence[float], sig: int = 4) -> str:
+    """"a + b + c = total"."""
+    return " + ".join(_op(v, sig) for v in values) + f" = {fmt(float(np.sum(values)), sig)}"
+
+
 def matrix_latex(M: np.ndarray, sig: int = 4) -> str:
     """A vector or matrix as a LaTeX bmatrix (a vector becomes one row)."""
     M = np.atleast_2d(np.asarray(M, dtype=float))
     rows = [" & ".join(fmt_latex(v, sig) for v in row) for row in M]
     return "\\begin{bmatrix} " + " \\\\ ".join(rows) + " \\end{bmatrix}"
+
+
+def math_eq(lhs: str, M: np.ndarray, sig: int = 4):
+    """``lhs = [matrix]`` as an ``IPython.display.Math`` (for ``glue`` and ``{glue:math}``)."""
+    from IPython.display import Math
+
+    return Math(f"{lhs} = {matrix_latex(M, sig)}")
 
 
 def html_table(M: np.ndarray, row_labels: Sequence[str] | None = None,
