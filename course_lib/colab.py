@@ -227,10 +227,12 @@ def paired_ipynb_text(md_text: str, previous_ipynb: str | None = None) -> str:
 
 
 def ensure_setup_cell(nb, root: Path = ROOT):
-    """Put the current set-up cell first among ``nb``'s code cells (in place; returns nb).
+    """Make the current set-up cell ``nb``'s first code cell (in place; returns ``nb``).
 
-    An existing set-up cell (id ``colab-setup`` or recognised by its first line) is updated,
-    keeping any other metadata it carries; otherwise one is inserted before the first code cell.
+    An existing set-up cell (id ``colab-setup``, or recognised by its first line) gets the
+    current source, id and tag, and keeps its place if it already is the first code cell, and
+    its other metadata and execution count (solutions are committed executed). Otherwise the
+    cell is inserted just before the first code cell, so a markdown title stays on top.
     """
     import nbformat
 
@@ -238,19 +240,21 @@ def ensure_setup_cell(nb, root: Path = ROOT):
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     existing = next((i for i in code if nb.cells[i].get("id") == SETUP_CELL_ID
                      or nb.cells[i].source.startswith(MARKER)), None)
-    if existing is not None:
-        cell = nb.cells.pop(existing)
+    if existing is not None and existing == code[0]:
+        cell = nb.cells[existing]
     else:
-        cell = nbformat.v4.new_code_cell()
+        if existing is not None:
+            cell = nb.cells.pop(existing)
+        else:
+            cell = nbformat.v4.new_code_cell()
+        code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+        nb.cells.insert(code[0] if code else len(nb.cells), cell)
     cell.source = source
     cell["id"] = SETUP_CELL_ID
-    cell["outputs"], cell["execution_count"] = [], None
+    cell["outputs"] = []  # it prints nothing; pip's -q keeps it so on Colab too
     tags = cell.metadata.setdefault("tags", [])
     if SETUP_TAG not in tags:
         tags.append(SETUP_TAG)
-    # First code cell: before whatever code cell now comes first (markdown title stays on top).
-    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    nb.cells.insert(code[0] if code else len(nb.cells), cell)
     if nb.nbformat_minor < 5:
         nb.nbformat_minor = 5
     return nb

@@ -1,0 +1,345 @@
+"""Colab, as a reader meets it.
+
+Fast: every paired chapter notebook is in sync with its ``.md`` (regenerated into memory and
+compared byte for byte: ``jupytext --sync`` trusts mtimes and ``--diff`` exits 0 on a
+difference, so neither can be the test), every set-up cell is the generated one, the set-up
+cell does nothing outside Colab and installs from ``_config.yml``'s repository inside it, and
+Colab links name notebooks that exist.
+
+Slow ("fresh Colab"): a new virtual environment with only torch 2.13.0, numpy, matplotlib,
+ipywidgets and ipykernel (no ``course_lib``) runs every paired chapter notebook and every
+solution notebook top to bottom with nbclient, each in a clean kernel and an empty working
+folder, the set-up cell installing ``course_lib`` from the local checkout through
+``COURSE_LIB_SOURCE``. Timings go to ``test-output/colab-report.json``.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib import colab
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_OUTPUT = ROOT / "test-output"
+CHAPTERS = colab.chapter_paths(ROOT)
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+# What Colab already has; the fresh environment gets exactly these (pinned as in the course).
+PREINSTALLED = ["torch", "numpy", "matplotlib", "ipywidgets", "ipykernel"]
+
+
+def _rel(p: Path) -> str:
+    return p.relative_to(ROOT).as_posix()
+
+
+# --------------------------------------------------------------------------- fast checks
+def test_every_pair_and_setup_cell_is_up_to_date():
+    changes = colab.sync(ROOT, check=True)
+    assert not changes, (
+        "out of date (run `python -m course_lib.colab` and commit the result):\n"
+        + "\n".join(f"  {_rel(c.path)}: {c.reason}" for c in changes))
+
+
+def test_chapters_are_found_from_the_toc():
+    assert CHAPTERS, "no MyST notebook chapters found in _toc.yml"
+    assert ROOT / "book" / "01_why_transformers.md" in CHAPTERS
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=_rel)
+def test_chapter_setup_cell_and_pair(md):
+    import jupytext
+
+    source = colab.setup_cell_source(ROOT)
+    first = next(c for c in jupytext.read(md).cells if c.cell_type == "code")
+    assert first.source == source, f"{_rel(md)}: first code cell is not the Colab set-up cell"
+    assert "remove-cell" in first.metadata.get("tags", []), f"{_rel(md)}: set-up cell not hidden"
+
+    ipynb = md.with_suffix(".ipynb")
+    assert ipynb.is_file(), f"{_rel(ipynb)} is missing: run `python -m course_lib.colab`"
+    nb = nbformat.read(ipynb, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code[0].id == colab.SETUP_CELL_ID and code[0].source == source
+    assert all(not c.outputs for c in code), f"{_rel(ipynb)} carries outputs"
+    assert len({c.id for c in nb.cells}) == len(nb.cells), f"{_rel(ipynb)}: repeated cell ids"
+    assert nb.metadata["jupytext"]["formats"] == colab.PAIRING
+    # Same cells, same order, as the .md (what Colab runs is what the site shows).
+    text_cells = jupytext.read(md).cells
+    assert [c.source for c in nb.cells] == [c.source for c in text_cells]
+
+
+@pytest.mark.parametrize("path", sorted(colab.exercise_notebook_paths(ROOT)), ids=_rel)
+def test_exercise_and_solution_notebooks_start_with_the_setup_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert first.id == colab.SETUP_CELL_ID, f"{_rel(path)}: first code cell is not colab-setup"
+    assert first.source == colab.setup_cell_source(ROOT)
+    assert "remove-cell" in first.metadata.get("tags", [])
+
+
+def test_regeneration_is_deterministic_and_keeps_ids():
+    md_text = (ROOT / "book" / "01_why_transformers.md").read_text(encoding="utf-8")
+    fresh = colab.paired_ipynb_text(md_text)
+    assert fresh == colab.paired_ipynb_text(md_text), "two regenerations differ"
+    assert colab.paired_ipynb_text(md_text, fresh) == fresh, "--update is not idempotent"
+
+    # Edit one prose cell: only that cell may change its id (jupytext --update semantics).
+    old = nbformat.reads(fresh, as_version=4)
+    target = next(c for c in old.cells if c.cell_type == "markdown" and "## Recap" in c.source)
+    edited = md_text.replace("## Recap", "## Recap (edited)", 1)
+    new = nbformat.reads(colab.paired_ipynb_text(edited, fresh), as_version=4)
+    assert len(new.cells) == len(old.cells)
+    for a, b in zip(old.cells, new.cells):
+        if a.id != target.id:
+            assert a.id == b.id, f"cell {a.id} lost its id after an unrelated edit"
+    # A new cell gets a fresh, unique id; every unchanged cell keeps its own.
+    added = md_text.replace("\n## Recap", "\n```{code-cell} ipython3\nx = 1\n```\n\n## Recap", 1)
+    new = nbformat.reads(colab.paired_ipynb_text(added, fresh), as_version=4)
+    assert len({c.id for c in new.cells}) == len(new.cells), "repeated cell ids"
+    old_ids = {c.source: c.id for c in old.cells}
+    kept = [c for c in new.cells if c.source in old_ids]
+    assert len(kept) >= len(old.cells) - 1
+    assert all(c.id == old_ids[c.source] for c in kept), "unchanged cells changed their ids"
+    assert next(c for c in new.cells if c.source == "x = 1").id not in old_ids.values()
+
+
+def test_update_inserts_a_missing_setup_cell_under_the_title():
+    text = ("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+            "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
+            "# 9. A chapter\n\nProse.\n\n```{code-cell} ipython3\nprint('hi')\n```\n")
+    out = colab.update_chapter_md(text, ROOT)
+    assert "  formats: ipynb,md:myst\n" in out
+    title, setup, body = out.index("# 9."), out.index(colab.MARKER), out.index("print('hi')")
+    assert title < setup < body
+    assert colab.update_chapter_md(out, ROOT) == out, "update is not idempotent"
+    with pytest.raises(ValueError, match="jupytext front matter"):
+        colab.update_chapter_md("# no header\n", ROOT)
+
+
+def _run_setup_cell(monkeypatch, *, colab_loaded: bool, source_env: str | None) -> list:
+    calls: list = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append((a, k)))
+    if colab_loaded:
+        monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    if source_env is None:
+        monkeypatch.delenv(colab.ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(colab.ENV_VAR, source_env)
+    exec(colab.setup_cell_source(ROOT), {})
+    return calls
+
+
+def test_setup_cell_does_nothing_outside_colab(monkeypatch):
+    assert _run_setup_cell(monkeypatch, colab_loaded=False, source_env=None) == []
+
+
+def test_setup_cell_on_colab_installs_from_the_configured_repository(monkeypatch):
+    url, branch = colab.repository(ROOT)
+    calls = _run_setup_cell(monkeypatch, colab_loaded=True, source_env=None)
+    assert len(calls) == 1
+    (argv,), kwargs = calls[0]
+    assert argv == [sys.executable, "-m", "pip", "install", "-q",
+                    f"course_lib @ git+{url}@{branch}"]
+    assert kwargs == {"check": True}
+    # No --upgrade / --force-reinstall: Colab's torch, numpy and matplotlib stay as they are.
+    assert not any(a.startswith(("--upgrade", "-U", "--force")) for a in argv)
+
+
+def test_setup_cell_installs_from_course_lib_source(monkeypatch):
+    calls = _run_setup_cell(monkeypatch, colab_loaded=False, source_env="/some/checkout")
+    assert calls[0][0][0][-1] == "/some/checkout"
+
+
+def test_repository_comes_from_config(tmp_path):
+    (tmp_path / "_config.yml").write_text(
+        "repository:\n  url: https://github.com/someone/fork/\n  branch: draft\n")
+    assert colab.install_requirement(tmp_path) == "course_lib @ git+https://github.com/someone/fork@draft"
+    assert "git+https://github.com/someone/fork@draft" in colab.setup_cell_source(tmp_path)
+    assert colab.colab_url("book/x.ipynb", tmp_path) == (
+        "https://colab.research.google.com/github/someone/fork/blob/draft/book/x.ipynb")
+    with pytest.raises(ValueError, match="only .ipynb"):
+        colab.colab_url("book/x.md", tmp_path)
+    (tmp_path / "_config.yml").write_text("repository:\n  url: https://gitlab.com/a/b\n")
+    with pytest.raises(ValueError, match="GitHub URL"):
+        colab.repository(tmp_path)
+
+
+def test_colab_links_name_existing_notebooks():
+    table = colab.links_markdown(ROOT)
+    urls = re.findall(r"\((https://colab[^)]+)\)", table)
+    assert len(urls) >= len(CHAPTERS)
+    url, branch = colab.repository(ROOT)
+    prefix = f"https://colab.research.google.com/github/{url.removeprefix('https://github.com/')}/blob/{branch}/"
+    for u in urls:
+        assert u.startswith(prefix), u
+        assert (ROOT / u.removeprefix(prefix)).is_file(), f"{u} names a missing notebook"
+
+
+def test_check_command_reports_and_exits_nonzero(tmp_path, capsys):
+    """``--check`` on a copy with a stale pair lists it and exits 1; the update fixes it."""
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "book").mkdir()
+    md = ROOT / "book" / "01_why_transformers.md"
+    shutil.copy(md, tmp_path / "book" / md.name)
+    shutil.copy(md.with_suffix(".ipynb"), tmp_path / "book" / md.with_suffix(".ipynb").name)
+    stale = tmp_path / "book" / md.name
+    stale.write_text(stale.read_text(encoding="utf-8").replace("## Recap", "## Summary", 1))
+    run = lambda *a: colab.main(["--root", str(tmp_path), *a])
+    assert run("--check") == 1
+    assert "01_why_transformers.ipynb" in capsys.readouterr().out
+    assert run() == 0
+    assert run("--check") == 0
+
+
+# --------------------------------------------------------------------------- fresh Colab
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s#]+)", line.strip())
+        if m:
+            pins[m.group(1).lower()] = m.group(2)
+    return pins
+
+
+def _freeze(python: Path) -> dict[str, str]:
+    out = subprocess.run([str(python), "-m", "pip", "list", "--format=json"],
+                         capture_output=True, text=True, check=True).stdout
+    return {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(out)}
+
+
+def _snapshot_checkout(dest: Path) -> Path:
+    """What a clone of the repository holds for pip: the package and its metadata. (pip
+    builds a local directory in place, leaving build/ behind; a copy keeps the checkout clean.)"""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md", "MANIFEST.in", "setup.cfg", "setup.py", "LICENSE"):
+        if (ROOT / name).exists():
+            shutil.copy(ROOT / name, dest / name)
+    shutil.copytree(ROOT / "course_lib", dest / "course_lib",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+    return dest
+
+
+@pytest.fixture(scope="session")
+def fresh_colab(tmp_path_factory):
+    """A new venv with only Colab's preinstalled packages, built once per session."""
+    TEST_OUTPUT.mkdir(exist_ok=True)
+    venv = TEST_OUTPUT / "colab-venv"
+    shutil.rmtree(venv, ignore_errors=True)
+    report: dict = {"notebooks": {}}
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    pins = _pins()
+    reqs = [f"{name}=={pins[name]}" if name in pins else name for name in PREINSTALLED]
+    assert "torch==2.13.0" in reqs, "requirements.txt must pin torch==2.13.0"
+    proc = subprocess.run([str(python), "-m", "pip", "install", "-q", *reqs],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, f"could not build the fresh-Colab venv:\n{proc.stderr[-3000:]}"
+    report["venv_seconds"] = round(time.perf_counter() - start, 1)
+    report["preinstalled"] = reqs
+    before = _freeze(python)
+    assert "course-lib" not in before
+
+    source = _snapshot_checkout(TEST_OUTPUT / "colab-source")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "JPY_PARENT_PID")}
+    env.update({colab.ENV_VAR: str(source), "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0",
+                "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"})
+    # The set-up cell once, on its own, to see exactly what it installs.
+    t0 = time.perf_counter()
+    proc = subprocess.run([str(python), "-c", colab.setup_cell_source(ROOT)], env=env,
+                          cwd=tmp_path_factory.mktemp("setup"), capture_output=True, text=True)
+    assert proc.returncode == 0, f"the set-up cell failed in the fresh venv:\n{proc.stderr[-3000:]}"
+    report["setup_cell_seconds"] = round(time.perf_counter() - t0, 1)
+    after = _freeze(python)
+    report["installed_by_setup_cell"] = sorted(set(after.items()) - set(before.items()))
+
+    kernels = TEST_OUTPUT / "colab-kernels"
+    spec_dir = kernels / "colab-fresh"
+    shutil.rmtree(kernels, ignore_errors=True)
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "fresh Colab", "language": "python"}))
+    yield types.SimpleNamespace(python=python, env=env, kernels=kernels, before=before,
+                                after=after, report=report)
+    report["notebooks_run"] = len(report["notebooks"])
+    report["notebook_seconds_total"] = round(sum(report["notebooks"].values()), 1)
+    (TEST_OUTPUT / "colab-report.json").write_text(json.dumps(report, indent=1) + "\n")
+
+
+@pytest.mark.slow
+def test_fresh_colab_setup_installs_only_course_lib(fresh_colab):
+    """Colab's torch, numpy, matplotlib, ipywidgets are left alone; course_lib is added (and a
+    missing plain dependency such as tqdm, which Colab itself already has)."""
+    before, after = fresh_colab.before, fresh_colab.after
+    assert "course-lib" in after, "the set-up cell did not install course_lib"
+    for name in ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel"):
+        assert after[name] == before[name], f"the set-up cell changed {name}"
+    changed = {n for n in after if before.get(n) != after[n]}
+    allowed = {"course-lib"} | {d.lower() for d in _declared_dependencies()}
+    assert changed <= allowed, f"the set-up cell installed more than course_lib: {changed - allowed}"
+    assert not {n for n in before if n not in after}, "the set-up cell removed packages"
+
+
+def _declared_dependencies() -> list[str]:
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return [re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0] for d in deps]
+
+
+NOTEBOOKS = [md.with_suffix(".ipynb") for md in CHAPTERS] + SOLUTIONS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_rel)
+def test_notebook_runs_in_fresh_colab(notebook, fresh_colab, tmp_path):
+    """Top to bottom in a clean kernel, in an empty folder (like Colab's /content)."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    assert notebook.is_file(), f"{_rel(notebook)} is missing: run `python -m course_lib.colab`"
+    nb = nbformat.read(notebook, as_version=4)
+    for cell in nb.cells:  # start clean: a solution's stored outputs must not help it pass
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    ksm = KernelSpecManager(kernel_dirs=[str(fresh_colab.kernels)])
+    km = KernelManager(kernel_name="colab-fresh", kernel_spec_manager=ksm)
+    km.start_kernel(env=fresh_colab.env, cwd=str(tmp_path))
+    client = NotebookClient(nb, km=km, timeout=900, allow_errors=False,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    start = time.perf_counter()
+    try:
+        client.execute()
+        # It really ran on the freshly installed course_lib, not on the checkout.
+        probe = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+            "import course_lib, sys; print(course_lib.__file__); print(sys.executable)")])
+        NotebookClient(probe, km=km, timeout=60).execute()
+        where = probe.cells[0].outputs[0]["text"]
+    except CellExecutionError as exc:
+        pytest.fail(f"{_rel(notebook)} failed in a fresh Colab-like kernel:\n{str(exc)[-4000:]}",
+                    pytrace=False)
+    finally:
+        km.shutdown_kernel(now=True)
+        fresh_colab.report["notebooks"][_rel(notebook)] = round(time.perf_counter() - start, 1)
+    venv = str(TEST_OUTPUT / "colab-venv")
+    assert where.splitlines()[0].startswith(venv), f"course_lib came from {where.splitlines()[0]}"
+    assert str(ROOT / "course_lib") not in where
