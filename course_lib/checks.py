@@ -218,6 +218,8 @@ def check_raises(name: str, student: Callable[[], Any], exception: type[BaseExce
         reason = "not implemented yet (the TODO stub still raises NotImplementedError)"
     except KeyboardInterrupt:
         raise
+    except SystemExit:
+        reason = "your code called sys.exit() (or exit()); raise the exception instead"
     except exception:
         reason = None
     except BaseException as exc:

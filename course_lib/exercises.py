@@ -34,7 +34,7 @@ import nbformat
 
 __all__ = [
     "ROOT", "SOLUTIONS", "EXERCISES", "NotebookSpec", "Exercise", "Check", "load_spec",
-    "make_exercise", "stub_answer", "wrong_answer_source", "sync_checks", "validate",
+    "make_exercise", "make_submission", "stub_answer", "wrong_answer_source", "sync_checks", "validate",
     "new_notebook", "setup_cell", "text_cell", "answer_cell", "check_cell", "colab_setup_source",
 ]
 
@@ -147,30 +147,47 @@ def load_spec(nb, stem: str | None = None) -> NotebookSpec:
 
 
 # --------------------------------------------------------------------------- stubs
-def _region(source: str) -> tuple[list[str], int, int, str]:
+def _regions(source: str) -> list[tuple[int, int, str]]:
+    """(begin line, end line, indentation) of every solution region, in order."""
     lines = source.split("\n")
-    starts = [i for i, l in enumerate(lines) if l.strip() == BEGIN]
-    ends = [i for i, l in enumerate(lines) if l.strip() == END]
-    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        raise ValueError(f"an answer cell needs exactly one {BEGIN!r} ... {END!r} region.")
-    indent = lines[starts[0]][: len(lines[starts[0]]) - len(lines[starts[0]].lstrip())]
-    return lines, starts[0], ends[0], indent
+    regions, begin = [], None
+    for i, line in enumerate(lines):
+        if line.strip() == BEGIN:
+            if begin is not None:
+                raise ValueError(f"{BEGIN!r} inside another solution region.")
+            begin = i
+        elif line.strip() == END:
+            if begin is None:
+                raise ValueError(f"{END!r} without a {BEGIN!r} before it.")
+            regions.append((begin, i, lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]))
+            begin = None
+    if begin is not None or not regions:
+        raise ValueError(f"an answer cell needs one or more {BEGIN!r} ... {END!r} regions.")
+    return regions
 
 
-def _replace_region(source: str, body: str) -> str:
-    lines, b, e, indent = _region(source)
-    new = textwrap.indent(textwrap.dedent(body).strip("\n"), indent, lambda l: True).split("\n")
-    return "\n".join(lines[:b] + new + lines[e + 1:])
+def _replace_regions(source: str, bodies: list[str]) -> str:
+    lines = source.split("\n")
+    regions = _regions(source)
+    if len(bodies) != len(regions):
+        raise ValueError(f"{len(bodies)} replacement(s) for {len(regions)} solution region(s).")
+    for (b, e, indent), body in reversed(list(zip(regions, bodies))):
+        new = textwrap.indent(textwrap.dedent(body).strip("\n"), indent, lambda l: True).split("\n")
+        lines[b:e + 1] = new
+    return "\n".join(lines)
 
 
 def stub_answer(source: str, exercise: str) -> str:
-    """The exercise version of an answer cell: the solution region becomes a stub."""
-    return _replace_region(source, f'raise NotImplementedError("TODO {exercise}: replace this line with your code")')
+    """The exercise version of an answer cell: every solution region becomes a stub."""
+    stub = f'raise NotImplementedError("TODO {exercise}: replace this line with your code")'
+    return _replace_regions(source, [stub] * len(_regions(source)))
 
 
 def wrong_answer_source(source: str, wrong: dict) -> str:
-    """The answer cell with the solution region replaced by a known-wrong answer's code."""
-    return _replace_region(source, wrong["code"])
+    """The answer cell with its solution region(s) replaced by a known-wrong answer's code
+    (``code`` is a string for one region, a list of strings for several)."""
+    code = wrong["code"]
+    return _replace_regions(source, [code] if isinstance(code, str) else list(code))
 
 
 def solution_code(source: str) -> str:
@@ -215,6 +232,28 @@ def make_exercise(nb):
         new.id = cell.id
         ex.cells.append(new)
     return ex
+
+
+def make_submission(sol, choose: dict | None = None):
+    """An exercise notebook as a student would save it, with chosen answers (for tests and for
+    trying a grader change). ``choose`` maps an exercise name to ``"solution"``, an int (index of
+    a known-wrong answer in the metadata), ``{"code": "..."}`` (the whole answer cell), or None
+    (the untouched stub, the default)."""
+    nb = make_exercise(sol)
+    spec = load_spec(sol)
+    sol_src = {meta(c)["exercise"]: c.source for c in sol.cells if role(c) == "answer"}
+    for cell in nb.cells:
+        if role(cell) != "answer":
+            continue
+        name = meta(cell)["exercise"]
+        ch = (choose or {}).get(name)
+        if ch == "solution":
+            cell.source = sol_src[name]
+        elif isinstance(ch, int):
+            cell.source = wrong_answer_source(sol_src[name], spec.exercise(name).wrong[ch])
+        elif isinstance(ch, dict):
+            cell.source = ch["code"]
+    return nb
 
 
 def dumps(nb) -> str:
@@ -271,7 +310,8 @@ def validate(nb, stem: str) -> list[str]:
                 problems.append(f"{where}: wrong answer {w.get('why')!r} needs why, code and fails (check names or 'all').")
         answer = next(c for c in nb.cells if c.get("id") == ex.answer_id)
         try:
-            _region(answer.source)
+            for w in ex.wrong:
+                wrong_answer_source(answer.source, w)
         except ValueError as exc:
             problems.append(f"{where}: {exc}")
         if not answer.source.startswith(MARKER.format(name=ex.name)):
@@ -376,8 +416,14 @@ def answer_cell(exercise: str, source: str, points: float, wrong: list[dict], fo
     src = MARKER.format(name=exercise) + " your answer goes in this cell (add cells below it if you like).\n"
     src += textwrap.dedent(source).strip("\n")
     course = {"role": "answer", "exercise": exercise, "points": points, "forbid": list(forbid),
-              "wrong": [{**w, "code": textwrap.dedent(w["code"]).strip("\n")} for w in wrong]}
+              "wrong": [{**w, "code": _dedent(w["code"])} for w in wrong]}
     return _cell("code", src, f"{slug(exercise)}-answer", course)
+
+
+def _dedent(code):
+    if isinstance(code, str):
+        return textwrap.dedent(code).strip("\n")
+    return [textwrap.dedent(c).strip("\n") for c in code]
 
 
 def check_cell(exercise: str, n: int, source: str):

@@ -172,12 +172,16 @@ def extract_answers(sub, spec: NotebookSpec) -> tuple[dict[str, list[str]], list
 
 # --------------------------------------------------------------------------- lint
 _BANNED_MODULES = {"builtins", "ctypes", "gc", "inspect", "IPython", "ipykernel", "importlib", "atexit",
-                   "signal", "threading", "multiprocessing", "_thread", "faulthandler", "course_lib"}
+                   "signal", "threading", "multiprocessing", "_thread", "faulthandler", "course_lib",
+                   "subprocess", "pty", "asyncio", "concurrent"}
 _BANNED_NAMES = {"get_ipython", "__builtins__", "__import__", "exec", "eval", "compile", "globals",
                  "locals", "vars", "breakpoint", "setattr", "delattr"}
 _BANNED_ATTRS = {"__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__dict__",
                  "f_globals", "f_locals", "f_back", "f_builtins", "_getframe", "modules", "stdout", "stderr",
-                 "__stdout__", "__stderr__", "settrace", "setprofile", "displayhook", "excepthook"}
+                 "__stdout__", "__stderr__", "settrace", "setprofile", "displayhook", "excepthook",
+                 "system", "fork", "forkpty", "popen", "posix_spawn", "posix_spawnp", "execv", "execve",
+                 "execl", "execle", "execlp", "execlpe", "execvp", "execvpe", "spawnl", "spawnle", "spawnv",
+                 "spawnve", "spawnlp", "spawnlpe", "spawnvp", "spawnvpe"}
 
 
 def _trusted_bindings(sol, spec: NotebookSpec) -> tuple[dict[str, str], set[str]]:
@@ -384,9 +388,10 @@ def run_nbval(nb, workdir: Path, time_limit: float, memory_mb: int, threads: int
     """Run ``pytest --nbval`` on ``nb`` in ``workdir``; returns (cell records, pytest output)."""
     nb_path, rec = workdir / "graded.ipynb", workdir / "record.jsonl"
     nbformat.write(nb, nb_path)
-    rec.unlink(missing_ok=True)
     (workdir / "pytest.ini").write_text("[pytest]\naddopts =\n")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "course_lib._nbval_grading",
+    # the plugin goes in as the folder's conftest.py, so pytest does not import course_lib (and torch)
+    shutil.copy(Path(__file__).with_name("_nbval_grading.py"), workdir / "conftest.py")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            "-c", str(workdir / "pytest.ini"), "--rootdir", str(workdir), "--nbval", "--nbval-current-env",
            "--nbval-kernel-startup-timeout=180", f"--course-record={rec}", f"--course-time-limit={time_limit}",
            "-W", "ignore", str(nb_path)]
@@ -470,7 +475,8 @@ def grade(path: str | Path, solutions_dir: Path = SOLUTIONS, solution: Path | No
             passes += 1
             nb = assemble(sol, spec, answers, skip_checks=done)
             hard = 240 + time_limit * 1.5 * len(spec.exercises)
-            records, log = run_nbval(nb, tmp, time_limit, memory_mb, threads, hard)
+            workdir = Path(tempfile.mkdtemp(prefix=f"pass{passes}-", dir=tmp))  # fresh: nothing a previous pass wrote
+            records, log = run_nbval(nb, workdir, time_limit, memory_mb, threads, hard)
             by_id = {r["id"]: r for r in records}
             setup_recs = [r for r in records if r["exercise"] is None]
             if not records or (setup_recs and any(r["failed"] for r in setup_recs)):

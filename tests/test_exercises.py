@@ -1,0 +1,192 @@
+"""The exercise notebooks: every solution scores 100 %, every untouched exercise 0, every
+known-wrong answer (kept in the solution's metadata) loses exactly the checks it names, the
+verdicts do not depend on the thread count, the solutions pass ``pytest --nbval`` (their stored
+outputs are not stale), and ``exercises/`` equals regenerating it.
+
+All gradings run in two ``grade_batch`` calls (one process per core): variant k of a notebook
+puts the k-th known-wrong answer of every exercise into one submission, which is possible
+because each exercise's checks call only that exercise's functions.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib.exercises import (EXERCISES, SOLUTIONS, load_spec, main as exercises_main, make_exercise,
+                                  make_submission, validate)
+from course_lib.grade import grade_batch
+
+ROOT = Path(__file__).resolve().parents[1]
+STEMS = sorted(p.stem for p in SOLUTIONS.glob("*.ipynb"))
+TIME_LIMIT = 60.0
+
+
+def _solution(stem):
+    return nbformat.read(SOLUTIONS / f"{stem}.ipynb", as_version=4)
+
+
+def _n_variants(spec):
+    return max(len(ex.wrong) for ex in spec.exercises)
+
+
+def _write(nb, path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """{(threads, stem, variant): report} for the solution, the untouched exercise and every
+    known-wrong variant (2 threads), and the solution and wrong variant 1 again with 1 thread."""
+    base = tmp_path_factory.mktemp("exercise-gradings")
+    plan = {2: {}, 1: {}}
+    for stem in STEMS:
+        sol = _solution(stem)
+        spec = load_spec(sol, stem)
+        names = [ex.name for ex in spec.exercises]
+        plan[2][(stem, "solution")] = make_submission(sol, {n: "solution" for n in names})
+        plan[2][(stem, "untouched")] = make_exercise(sol)
+        for k in range(_n_variants(spec)):
+            choose = {ex.name: (k if k < len(ex.wrong) else "solution") for ex in spec.exercises}
+            plan[2][(stem, f"wrong{k}")] = make_submission(sol, choose)
+        plan[1][(stem, "solution")] = plan[2][(stem, "solution")]
+        plan[1][(stem, "wrong1")] = plan[2][(stem, "wrong1")]
+    reports, timing = {}, {}
+    for threads, subs in plan.items():
+        folder = base / f"threads{threads}"
+        for (stem, variant), nb in subs.items():
+            _write(nb, folder / f"{stem}__{variant}.ipynb")
+        t0 = time.monotonic()
+        for rep in grade_batch(folder, base / f"out{threads}", time_limit=TIME_LIMIT, threads=threads):
+            stem, variant = Path(rep["submission"]).stem.split("__")
+            reports[(threads, stem, variant)] = rep
+        timing[threads] = time.monotonic() - t0
+    per_notebook = {}
+    for (threads, stem, variant), rep in reports.items():
+        per_notebook.setdefault(stem, []).append(rep.get("seconds", 0))
+    print("\ngrading time (s, wall, per notebook and variant):",
+          {s: round(sum(v) / len(v), 1) for s, v in per_notebook.items()}, "batches:", timing)
+    return reports
+
+
+def _failed(rep, exercise):
+    ex = next(e for e in rep["exercises"] if e["name"] == exercise)
+    return {c["name"] for c in ex["checks"] if not c["passed"]}, ex
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", STEMS)
+def test_solution_scores_full_marks(graded, stem):
+    rep = graded[(2, stem, "solution")]
+    assert rep["status"] == "graded", rep
+    assert rep["all_passed"] and rep["score"] == rep["max_score"], [
+        (e["name"], e["status"], e["messages"], [c for c in e["checks"] if not c["passed"]]) for e in rep["exercises"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", STEMS)
+def test_untouched_exercise_fails_every_check(graded, stem):
+    rep = graded[(2, stem, "untouched")]
+    assert rep["score"] == 0
+    for ex in rep["exercises"]:
+        assert ex["checks"] and all(not c["passed"] for c in ex["checks"]), ex
+        assert all("not implemented" in c["detail"] for c in ex["checks"]), ex
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", STEMS)
+def test_known_wrong_answers_lose_exactly_their_checks(graded, stem):
+    spec = load_spec(_solution(stem), stem)
+    for k in range(_n_variants(spec)):
+        rep = graded[(2, stem, f"wrong{k}")]
+        for ex in spec.exercises:
+            failed, got = _failed(rep, ex.name)
+            assert got["status"] == "graded", (ex.name, got)
+            names = {c.name for c in ex.checks}
+            if k < len(ex.wrong):
+                w = ex.wrong[k]
+                want = names if w["fails"] == "all" else set(w["fails"])
+                assert failed == want, f"{stem}/{ex.name}: wrong answer {w['why']!r} failed {failed}, expected {want}"
+                for c in got["checks"]:
+                    if not c["passed"]:
+                        assert c["detail"] and c["hint"], c
+            else:
+                assert not failed, f"{stem}/{ex.name}: the solution failed {failed} in variant {k}"
+
+
+@pytest.mark.slow
+def test_every_exercise_has_a_trivial_stub_failing_every_check():
+    for stem in STEMS:
+        spec = load_spec(_solution(stem), stem)
+        for ex in spec.exercises:
+            assert any(w["fails"] == "all" and w["why"].startswith("trivial stub") for w in ex.wrong), (stem, ex.name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", STEMS)
+def test_verdicts_do_not_depend_on_thread_count(graded, stem):
+    for variant in ("solution", "wrong1"):
+        one, two = graded[(1, stem, variant)], graded[(2, stem, variant)]
+        assert [e["checks"] for e in one["exercises"]] == [e["checks"] for e in two["exercises"]], variant
+
+
+@pytest.mark.slow
+def test_solutions_pass_nbval():
+    """The stored outputs of every solution notebook are what a fresh kernel prints (2 threads;
+    the outputs were stored with 1)."""
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "2"}
+    env.pop("COURSE_LIB_SOURCE", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
+                           "--nbval-current-env", *[f"solutions/{s}.ipynb" for s in STEMS]],
+                          cwd=ROOT, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+
+
+def test_exercises_equal_regeneration_and_metadata_is_valid(capsys):
+    assert exercises_main(["--check"]) == 0, capsys.readouterr().err
+    for stem in STEMS:
+        assert validate(_solution(stem), stem) == []
+        assert (EXERCISES / f"{stem}.ipynb").exists()
+
+
+def test_at_least_four_exercises_each_with_two_hinted_checks():
+    for stem in STEMS:
+        spec = load_spec(_solution(stem), stem)
+        assert len(spec.exercises) >= 4, stem
+        for ex in spec.exercises:
+            assert len(ex.checks) >= 2 and all(c.hint.strip() for c in ex.checks), (stem, ex.name)
+
+
+def test_exercise_notebooks_have_no_solutions_and_locked_trusted_cells():
+    for stem in STEMS:
+        ex = nbformat.read(EXERCISES / f"{stem}.ipynb", as_version=4)
+        sol = _solution(stem)
+        text = nbformat.writes(ex)
+        assert "BEGIN SOLUTION" not in text and '"wrong"' not in text
+        first = next(c for c in ex.cells if c.cell_type == "code")
+        assert first.id == "colab-setup" and "remove-cell" in first.metadata["tags"]
+        for c in ex.cells:
+            if c.cell_type == "code":
+                assert c.outputs == [] and c.execution_count is None
+                r = c.metadata["course"]["role"]
+                if r in ("setup", "check"):
+                    assert c.metadata["editable"] is False and c.metadata["deletable"] is False
+                    assert c.source == next(s.source for s in sol.cells if s.id == c.id)
+                if r == "answer":
+                    assert "NotImplementedError(\"TODO" in c.source and c.source.startswith("# EXERCISE ")
+
+
+def test_colab_cell_matches_chapter_one():
+    import jupytext
+
+    want = next(c for c in jupytext.read(ROOT / "book" / "01_why_transformers.md").cells if c.cell_type == "code")
+    for folder in (SOLUTIONS, EXERCISES):
+        for stem in STEMS:
+            nb = nbformat.read(folder / f"{stem}.ipynb", as_version=4)
+            first = next(c for c in nb.cells if c.cell_type == "code")
+            assert first.source == want.source and first.id == "colab-setup", (folder.name, stem)

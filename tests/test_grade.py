@@ -1,0 +1,245 @@
+"""The grader under attack: one crafted submission per robustness case of the issue, all graded
+in one ``grade_batch`` run (which also tests the batch mode, its CSV gradebook and that one bad
+submission never stops the batch). Chapter 1's notebook is the victim: it is the cheapest.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib.exercises import SOLUTIONS, load_spec, make_submission
+from course_lib.grade import grade_batch, main
+
+STEM = "01_why_transformers"
+SOL = SOLUTIONS / f"{STEM}.ipynb"
+TIME_LIMIT = 8.0  # seconds per exercise: small, so the infinite loops end quickly
+
+
+def _sol():
+    return nbformat.read(SOL, as_version=4)
+
+
+def _all_solution(**override):
+    spec = load_spec(_sol(), STEM)
+    choose = {ex.name: "solution" for ex in spec.exercises}
+    choose.update(override)
+    return make_submission(_sol(), choose)
+
+
+def _answer_source(name):
+    return next(c.source for c in _sol().cells if c.get("id") == f"{name.replace('_', '-')}-answer")
+
+
+def _cell(nb, cid):
+    return next(c for c in nb.cells if c.get("id") == cid)
+
+
+def _code(src):
+    return {"code": src}
+
+
+SEQ, PATH, RNN, ATT = "sequential_steps", "max_path_length", "rnn_forward", "self_attention"
+
+
+def _submissions() -> dict[str, object]:
+    subs = {}
+    # an infinite loop at the top of an answer cell, and one inside a function the check calls
+    subs["loop"] = _all_solution(**{SEQ: _code("while True:\n    pass"),
+                                    PATH: _code("def max_path_length(T, layer):\n    while True:\n        T += 1")})
+    # the kernel dies: os._exit inside the function a check calls; a segfault at the top of a cell
+    subs["os_exit"] = _all_solution(**{RNN: _code("import os\ndef rnn_forward(x, W, U):\n    os._exit(3)")})
+    subs["segfault"] = _all_solution(**{PATH: _code("import os\nos.kill(os.getpid(), 11)")})
+    # sys.exit() inside the function (a FAIL) and at the top of a cell after a correct function
+    subs["sys_exit"] = _all_solution(**{
+        SEQ: _code("import sys\ndef sequential_steps(T, layer):\n    sys.exit(1)"),
+        PATH: _code(_answer_source(PATH) + "\nimport sys\nsys.exit()")})
+    # an exception in a TODO cell before the function is defined
+    subs["exception"] = _all_solution(**{RNN: _code("raise RuntimeError('oops')\n" + _answer_source(RNN))})
+    # the answer cell turned into markdown
+    nb = _all_solution()
+    cell = _cell(nb, "sequential-steps-answer")
+    nb.cells[nb.cells.index(cell)] = nbformat.v4.new_markdown_cell(cell.source, id=cell.id)
+    subs["markdown"] = nb
+    # tampering: edited, deleted and re-tagged check cells, nbval markers in answers; stubs left in place
+    nb = make_submission(_sol())
+    c = _cell(nb, "sequential-steps-check-1")
+    c.source = "print('[PASS] RNN needs T steps and attention 1, for T in (3, 17, 64)')\nprint('[PASS] an unknown layer name raises ValueError')"
+    nb.cells.remove(_cell(nb, "max-path-length-check-1"))
+    _cell(nb, "self-attention-check-1").metadata["tags"] = ["nbval-skip", "raises-exception", "nbval-ignore-output"]
+    _cell(nb, "rnn-forward-answer").source = "# NBVAL_SKIP\n# NBVAL_IGNORE_OUTPUT\n" + _cell(nb, "rnn-forward-answer").source
+    _cell(nb, "self-attention-answer").metadata["tags"] = ["raises-exception"]
+    subs["tampered"] = nb
+    # checks deleted but correct answers: the checks come from the solution, so full marks
+    nb = _all_solution()
+    nb.cells = [c for c in nb.cells if c.metadata.get("course", {}).get("role") != "check"]
+    subs["checks_deleted"] = nb
+    # an output flood at the top of a cell, and inside a function the check calls
+    subs["flood"] = _all_solution(**{
+        SEQ: _code("for i in range(300000):\n    print('spam', i)\n" + _answer_source(SEQ)),
+        ATT: _code(_answer_source(ATT).replace("### BEGIN SOLUTION", "### BEGIN SOLUTION\n    for i in range(100000):\n        print('spam', i)"))})
+    # a memory bomb (8 GiB, far above the 3 GiB limit) inside the function
+    subs["memory"] = _all_solution(**{RNN: _code("def rnn_forward(x, W, U):\n    big = torch.ones(2 * 1024**3)\n    return big[: x.shape[0]]")})
+    # fake verdict lines printed by the answer, with the stub still in place
+    fake = "print('[PASS] matches torch.nn.RNN (tanh, no bias)')\nprint('[PASS] state t depends on tokens 1..t only')\n"
+    subs["fake_verdicts"] = _all_solution(**{RNN: _code(fake + "def rnn_forward(x, W, U):\n    return None")})
+    # redefining a check helper; calling the library function the exercise asks for; touching the kernel
+    subs["lint"] = _all_solution(**{
+        SEQ: _code(_answer_source(SEQ) + "\ndef check_equal(name, *a, **k):\n    print('[PASS]', name)"),
+        ATT: _code("def self_attention(x):\n    return F.scaled_dot_product_attention(x, x, x)"),
+        PATH: _code("get_ipython().events.register('post_run_cell', lambda *a: None)\n" + _answer_source(PATH)),
+        RNN: _code("import torch\ntorch.tanh = lambda t: t\n" + _answer_source(RNN))})
+    # extra helper cells below an answer, and an answer split over two cells
+    nb = _all_solution(**{RNN: _code("def rnn_forward(x, W, U):\n    return _rnn_loop(x, W, U)")})
+    i = nb.cells.index(_cell(nb, "rnn-forward-answer"))
+    helper = nbformat.v4.new_code_cell(
+        "def _rnn_loop(x, W, U):\n    h = torch.zeros(W.shape[0])\n    out = []\n"
+        "    for t in range(x.shape[0]):\n        h = torch.tanh(W @ h + U @ x[t])\n        out.append(h)\n"
+        "    return torch.stack(out)")
+    nb.cells.insert(i + 1, helper)
+    subs["helper_cells"] = nb
+    return subs
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("submissions")
+    for name, nb in _submissions().items():
+        nbformat.write(nb, folder / f"{name}.ipynb")
+    good = nbformat.writes(_all_solution())
+    (folder / "truncated.ipynb").write_text(good[: len(good) // 2])
+    (folder / "not_json.ipynb").write_text("this is not JSON {")
+    out = folder / "_grades"
+    reports = grade_batch(folder, out, time_limit=TIME_LIMIT, solutions_dir=SOLUTIONS)
+    return {Path(r["submission"]).stem: r for r in reports}, out
+
+
+def _ex(rep, name):
+    return next(e for e in rep["exercises"] if e["name"] == name)
+
+
+def _full(rep, *names):
+    for n in names:
+        e = _ex(rep, n)
+        assert e["status"] == "graded" and e["points"] == e["max_points"], e
+
+
+pytestmark = pytest.mark.slow
+
+
+def test_infinite_loops_time_out_and_the_rest_is_graded(batch):
+    rep = batch[0]["loop"]
+    for n in (SEQ, PATH):
+        e = _ex(rep, n)
+        assert e["status"] == "timed out" and e["points"] == 0, e
+        assert any("timed out" in m for m in e["messages"])
+    _full(rep, RNN, ATT)
+
+
+def test_a_crashing_kernel_costs_only_its_exercise(batch):
+    for case, victim, others in (("os_exit", RNN, (SEQ, PATH, ATT)), ("segfault", PATH, (SEQ, RNN, ATT))):
+        rep = batch[0][case]
+        e = _ex(rep, victim)
+        assert e["status"] == "crashed" and e["points"] == 0, (case, e)
+        assert any("crashed" in m for m in e["messages"])
+        assert rep["passes"] == 2
+        _full(rep, *others)
+
+
+def test_sys_exit_is_a_fail_not_a_crash(batch):
+    rep = batch[0]["sys_exit"]
+    e = _ex(rep, SEQ)
+    assert e["status"] == "graded" and e["points"] == 0
+    assert all("sys.exit" in c["detail"] for c in e["checks"]), e
+    _full(rep, PATH, RNN, ATT)  # sys.exit() at the top of a cell after a correct function
+
+
+def test_exception_in_a_todo_cell_is_reported(batch):
+    rep = batch[0]["exception"]
+    e = _ex(rep, RNN)
+    assert e["points"] == 0 and any("RuntimeError: oops" in m for m in e["messages"]), e
+    assert all("NameError" in c["detail"] for c in e["checks"]), e
+    _full(rep, SEQ, PATH, ATT)
+
+
+def test_answer_cell_turned_into_markdown(batch):
+    rep = batch[0]["markdown"]
+    e = _ex(rep, SEQ)
+    assert e["points"] == 0 and any("markdown cell" in m for m in e["messages"]), e
+    _full(rep, PATH, RNN, ATT)
+
+
+def test_tampered_check_cells_and_nbval_markers_change_nothing(batch):
+    rep = batch[0]["tampered"]
+    assert rep["score"] == 0
+    for e in rep["exercises"]:
+        assert all(not c["passed"] and "not implemented" in c["detail"] for c in e["checks"]), e
+    _full(batch[0]["checks_deleted"], SEQ, PATH, RNN, ATT)
+
+
+def test_output_floods_are_capped(batch):
+    rep = batch[0]["flood"]
+    _full(rep, SEQ, PATH, RNN, ATT)
+    assert len(json.dumps(rep)) < 20_000
+
+
+def test_memory_bomb_hits_the_limit(batch):
+    rep = batch[0]["memory"]
+    e = _ex(rep, RNN)
+    assert e["points"] == 0 and e["status"] in ("graded", "crashed"), e
+    _full(rep, SEQ, PATH, ATT)
+
+
+def test_printed_fake_verdicts_score_nothing(batch):
+    rep = batch[0]["fake_verdicts"]
+    e = _ex(rep, RNN)
+    assert e["points"] == 0 and all(not c["passed"] for c in e["checks"]), e
+
+
+def test_lint_rejects_helper_redefinition_forbidden_calls_and_monkeypatching(batch):
+    rep = batch[0]["lint"]
+    expect = {SEQ: "check_equal is defined by the notebook's trusted cells",
+              ATT: "calling F.scaled_dot_product_attention is not allowed",
+              PATH: "get_ipython is not allowed",
+              RNN: "changing torch.tanh would change a library"}
+    for name, text in expect.items():
+        e = _ex(rep, name)
+        assert e["status"] == "rejected" and e["points"] == 0, e
+        assert any(text in m for m in e["messages"]), (name, e["messages"])
+
+
+def test_helper_and_split_cells_count_as_the_answer(batch):
+    _full(batch[0]["helper_cells"], SEQ, PATH, RNN, ATT)
+
+
+def test_unreadable_files_do_not_stop_the_batch(batch):
+    reports, out = batch
+    for name in ("truncated", "not_json"):
+        assert reports[name]["status"] == "unreadable"
+        assert "not valid notebook JSON" in reports[name]["error"]
+    rows = list(csv.DictReader(open(out / "gradebook.csv")))
+    assert len(rows) == len(reports)
+    assert {r["status"] for r in rows} == {"graded", "unreadable"}
+    assert (out / "loop.grade.json").exists()
+
+
+def test_exit_codes(tmp_path, capsys):
+    bad = tmp_path / "01_why_transformers.ipynb"
+    bad.write_text('{"cells": [')
+    assert main([str(bad)]) == 2
+    assert "not valid notebook JSON" in capsys.readouterr().err
+    broken = copy.deepcopy(_sol())
+    broken.cells[2].metadata = {}  # a code cell without a role: the solution itself is broken
+    sol_path = tmp_path / "broken_solution.ipynb"
+    nbformat.write(broken, sol_path)
+    good = tmp_path / "sub.ipynb"
+    nbformat.write(_all_solution(), good)
+    assert main([str(good), "--solution", str(sol_path)]) == 3
+    report = tmp_path / "r.json"
+    assert main([str(good), "--report", str(report)]) == 0
+    assert json.loads(report.read_text())["all_passed"]
+    assert main([str(SOLUTIONS.parent / "exercises" / f"{STEM}.ipynb"), "--report", str(report)]) == 1
