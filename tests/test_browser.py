@@ -67,6 +67,7 @@ def report():
     start = time.perf_counter()
     yield data
     data["seconds"] = round(time.perf_counter() - start, 1)
+    data["unique_internal_links_checked"] = len(_LINK_CACHE)
     data["blocked_external_requests"] = sorted(set(data["blocked_external_requests"]))
     TEST_OUTPUT.mkdir(exist_ok=True)
     (TEST_OUTPUT / "browser-report.json").write_text(json.dumps(data, indent=1) + "\n")

@@ -5,7 +5,7 @@ The files come from the npm registry at build time: ``package.json`` / ``package
 at the repository root pin ``mathjax``, ``@jupyter-widgets/html-manager`` and ``requirejs``,
 and ``npm ci`` (run by ``./course setup``) puts them in ``node_modules/``. This extension
 
-- points Sphinx's ``mathjax_path`` and myst-nb's ``nb_ipywidgets_js`` at ``_static/vendor/...``
+- points Sphinx's ``mathjax_path`` and myst-nb's ``nb_ipywidgets_js`` at ``_static/course-assets/...``
   (relative paths, so every page loads them from the site, whatever its depth);
 - copies exactly those files into the HTML output when the build finishes.
 
@@ -26,7 +26,7 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-VENDOR = "vendor"  # under the output's _static/
+VENDOR = "course-assets"  # under the output's _static/ (the theme already has a vendor/)
 MATHJAX_ENTRY = "tex-mml-chtml.js"  # the component Sphinx loads by default, now local
 WIDGET_FONT_SUFFIXES = (".woff2", ".woff", ".ttf", ".eot", ".svg")
 WIDGET_CONFIG = f"{VENDOR}/jupyter-widgets/course-widgets-config.js"
