@@ -90,3 +90,32 @@ def html_ids(path: Path) -> set[str]:
     """Every ``id`` and ``name`` anchor in an HTML file (targets of ``#fragment`` links)."""
     text = path.read_text(encoding="utf-8", errors="replace")
     return set(re.findall(r'\s(?:id|name)="([^"]+)"', text))
+
+
+def run_id() -> str:
+    """Identifies this pytest run across pytest-xdist workers (as tests/conftest.py does)."""
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid-{os.getpid()}")
+
+
+def merge_report(path: Path, part: str, data: dict) -> dict:
+    """Add one worker's ``data`` under ``parts[part]`` of the JSON report at ``path`` (kept
+    only for this run), add up the numeric fields over all parts into ``totals``, and
+    return the whole report. Safe under pytest-xdist (file lock)."""
+    import json
+
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        report = json.loads(path.read_text()) if path.exists() else {}
+        if report.get("run_id") != run_id():
+            report = {"run_id": run_id(), "parts": {}}
+        report["parts"][part] = data
+        totals: dict = {}
+        for p in report["parts"].values():
+            for key, value in p.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    totals[key] = round(totals.get(key, 0) + value, 1)
+        report["totals"] = totals
+        path.write_text(json.dumps(report, indent=1) + "\n")
+    return report

@@ -12,7 +12,7 @@ Skipped, with a message, only where no ``chromium`` is installed (``apt-get inst
 """
 from __future__ import annotations
 
-import json
+import os
 import re
 import time
 import urllib.error
@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from browser_support import (CHROMIUM_ARGS, SCREENSHOTS, TEST_OUTPUT, chromium_path,
-                             custom_build, html_ids, serve, source_root, toc_pages)
+                             custom_build, html_ids, merge_report, serve, source_root,
+                             toc_pages)
 from course_lib import colab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -61,6 +62,8 @@ def base_url(site_dir):
 
 @pytest.fixture(scope="session")
 def report():
+    """Totals for the closing note, in test-output/browser-report.json (merged over
+    pytest-xdist workers)."""
     data = {"pages_checked": 0, "internal_links_checked": 0, "math_elements_checked": 0,
             "images_checked": 0, "colab_links_checked": 0, "widgets_rendered": 0,
             "screenshots": 0, "blocked_external_requests": [], "pages": {}}
@@ -69,8 +72,8 @@ def report():
     data["seconds"] = round(time.perf_counter() - start, 1)
     data["unique_internal_links_checked"] = len(_LINK_CACHE)
     data["blocked_external_requests"] = sorted(set(data["blocked_external_requests"]))
-    TEST_OUTPUT.mkdir(exist_ok=True)
-    (TEST_OUTPUT / "browser-report.json").write_text(json.dumps(data, indent=1) + "\n")
+    merge_report(TEST_OUTPUT / "browser-report.json",
+                 os.environ.get("PYTEST_XDIST_WORKER", "main"), data)
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from browser_support import merge_report, run_id
 from course_lib import colab
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,13 +235,10 @@ def _snapshot_checkout(dest: Path) -> Path:
     return dest
 
 
-@pytest.fixture(scope="session")
-def fresh_colab(tmp_path_factory):
-    """A new venv with only Colab's preinstalled packages, built once per session."""
-    TEST_OUTPUT.mkdir(exist_ok=True)
-    venv = TEST_OUTPUT / "colab-venv"
+def _build_fresh_colab(venv: Path, workdir: Path) -> dict:
+    """Create the venv, run the set-up cell once on its own, write the kernel spec."""
     shutil.rmtree(venv, ignore_errors=True)
-    report: dict = {"notebooks": {}}
+    state: dict = {"run_id": run_id()}
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -250,9 +248,9 @@ def fresh_colab(tmp_path_factory):
     proc = subprocess.run([str(python), "-m", "pip", "install", "-q", *reqs],
                           capture_output=True, text=True)
     assert proc.returncode == 0, f"could not build the fresh-Colab venv:\n{proc.stderr[-3000:]}"
-    report["venv_seconds"] = round(time.perf_counter() - start, 1)
-    report["preinstalled"] = reqs
-    before = _freeze(python)
+    state["venv_seconds"] = round(time.perf_counter() - start, 1)
+    state["preinstalled"] = reqs
+    state["before"] = before = _freeze(python)
     assert "course-lib" not in before
 
     source = _snapshot_checkout(TEST_OUTPUT / "colab-source")
@@ -260,27 +258,52 @@ def fresh_colab(tmp_path_factory):
            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "JPY_PARENT_PID")}
     env.update({colab.ENV_VAR: str(source), "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0",
                 "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"})
+    state["env"] = env
     # The set-up cell once, on its own, to see exactly what it installs.
     t0 = time.perf_counter()
     proc = subprocess.run([str(python), "-c", colab.setup_cell_source(ROOT)], env=env,
-                          cwd=tmp_path_factory.mktemp("setup"), capture_output=True, text=True)
+                          cwd=workdir, capture_output=True, text=True)
     assert proc.returncode == 0, f"the set-up cell failed in the fresh venv:\n{proc.stderr[-3000:]}"
-    report["setup_cell_seconds"] = round(time.perf_counter() - t0, 1)
-    after = _freeze(python)
-    report["installed_by_setup_cell"] = sorted(set(after.items()) - set(before.items()))
+    state["setup_cell_seconds"] = round(time.perf_counter() - t0, 1)
+    state["after"] = after = _freeze(python)
+    state["installed_by_setup_cell"] = sorted(f"{n}=={v}" for n, v in after.items()
+                                              if before.get(n) != v)
 
     kernels = TEST_OUTPUT / "colab-kernels"
-    spec_dir = kernels / "colab-fresh"
     shutil.rmtree(kernels, ignore_errors=True)
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
+    (kernels / "colab-fresh").mkdir(parents=True)
+    (kernels / "colab-fresh" / "kernel.json").write_text(json.dumps({
         "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "fresh Colab", "language": "python"}))
-    yield types.SimpleNamespace(python=python, env=env, kernels=kernels, before=before,
-                                after=after, report=report)
-    report["notebooks_run"] = len(report["notebooks"])
-    report["notebook_seconds_total"] = round(sum(report["notebooks"].values()), 1)
-    (TEST_OUTPUT / "colab-report.json").write_text(json.dumps(report, indent=1) + "\n")
+    state["python"], state["kernels"] = str(python), str(kernels)
+    return state
+
+
+@pytest.fixture(scope="session")
+def fresh_colab(tmp_path_factory):
+    """A new venv with only Colab's preinstalled packages: built once per test session (and
+    shared by pytest-xdist workers, like the book build)."""
+    from filelock import FileLock
+
+    TEST_OUTPUT.mkdir(exist_ok=True)
+    venv, state_file = TEST_OUTPUT / "colab-venv", TEST_OUTPUT / "colab-venv.json"
+    built_here = False
+    with FileLock(str(TEST_OUTPUT / "colab-venv.lock")):
+        state = json.loads(state_file.read_text()) if state_file.exists() else {}
+        if state.get("run_id") != run_id() or not (venv / "bin" / "python").exists():
+            built_here = True
+            state_file.unlink(missing_ok=True)
+            state = _build_fresh_colab(venv, tmp_path_factory.mktemp("setup"))
+            state_file.write_text(json.dumps(state, indent=1))
+    times: dict[str, float] = {}
+    yield types.SimpleNamespace(**{**state, "python": Path(state["python"]),
+                                   "kernels": Path(state["kernels"])}, times=times)
+    keys = ("venv_seconds", "setup_cell_seconds") if built_here else ()  # counted once
+    part = {k: state[k] for k in (*keys, "preinstalled", "installed_by_setup_cell")}
+    part.update(notebooks=times, notebooks_run=len(times),
+                notebook_seconds=round(sum(times.values()), 1))
+    merge_report(TEST_OUTPUT / "colab-report.json",
+                 os.environ.get("PYTEST_XDIST_WORKER", "main"), part)
 
 
 @pytest.mark.slow
@@ -339,7 +362,7 @@ def test_notebook_runs_in_fresh_colab(notebook, fresh_colab, tmp_path):
                     pytrace=False)
     finally:
         km.shutdown_kernel(now=True)
-        fresh_colab.report["notebooks"][_rel(notebook)] = round(time.perf_counter() - start, 1)
+        fresh_colab.times[_rel(notebook)] = round(time.perf_counter() - start, 1)
     venv = str(TEST_OUTPUT / "colab-venv")
     assert where.splitlines()[0].startswith(venv), f"course_lib came from {where.splitlines()[0]}"
     assert str(ROOT / "course_lib") not in where
