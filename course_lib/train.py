@@ -122,7 +122,9 @@ def make_optimizer(model: nn.Module, lr: float, weight_decay: float, betas=(0.9,
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, foreach=True)
+    # fused=True: one kernel per step instead of a dozen passes over memory (several times
+    # faster on CPU, where a small model's optimiser step is a large share of the step time).
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=True)
 
 
 def _seed_everything(seed: int) -> None:
@@ -318,6 +320,7 @@ def run(cfg: TrainConfig, out_dir: str | Path | None = None, progress: bool = Tr
         "config": asdict(cfg),
         "world_size": world_size,
         "params": trainer.module.num_params(),
+        "vocab_size": mcfg.vocab_size,
         "steps": trainer.step,
         "tokens_per_second": history.tokens_per_second,
         "train_seconds": history.train_seconds,

@@ -1,0 +1,147 @@
+"""Benchmark: the baby-GPT baseline against the course's configurations, on the course corpus.
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/train_bench.py            # everything (about 15 min idle)
+    python benchmarks/train_bench.py --only baseline,chapter --scale 0.1   # a quick smoke run
+
+Trains each configuration of ``course_lib/configs`` (baseline, chapter, long) in one process,
+on the same corpus and split, and prints one table: parameters, steps, tokens/s, training
+time, validation loss and perplexity, and the model-FLOP utilisation (MFU) against the
+machine's measured fp32 matmul peak. Then compares the training-step throughput of MiniGPT
+with the same architecture built from ``nn.TransformerEncoderLayer(norm_first=True)``.
+Writes ``course_lib/results/train_bench.json`` (the chapter glues from it) unless ``--scale``
+is not 1 or ``--out`` says otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from importlib.resources import files
+from pathlib import Path
+
+import torch
+
+from course_lib.model import GPTConfig, MiniGPT, TorchEncoderGPT, flops_per_token
+from course_lib.train import load_config, make_optimizer, run
+
+RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "train_bench.json"
+CONFIGS = ("baseline", "chapter")
+
+
+def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
+    """Best fp32 matrix-product rate (GFLOP/s) over ``repeats`` timings of an n x n x n product."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(2):
+        a @ b
+    best = 0.0
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(4):
+            a @ b
+        best = max(best, 4 * 2 * n ** 3 / (time.perf_counter() - t) / 1e9)
+    return best
+
+
+def step_throughput(model: torch.nn.Module, batch: int, T: int, vocab: int, steps: int = 20) -> float:
+    """Tokens/s of full training steps (forward, backward, clipping, AdamW) on random tokens."""
+    opt = make_optimizer(model, 1e-3, 0.1)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randint(vocab, (batch, T), generator=g), torch.randint(vocab, (batch, T), generator=g)
+    for i in range(steps + 3):
+        if i == 3:
+            t = time.perf_counter()
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        opt.step()
+    return batch * T * steps / (time.perf_counter() - t)
+
+
+def compare_with_torch_encoder(cfg: GPTConfig, batch: int, rounds: int = 3) -> dict:
+    """Median tokens/s of MiniGPT and TorchEncoderGPT, alternating to share the machine's noise."""
+    ours, ref = [], []
+    for _ in range(rounds):
+        torch.manual_seed(0)
+        ours.append(step_throughput(MiniGPT(cfg), batch, cfg.block_size, cfg.vocab_size))
+        torch.manual_seed(0)
+        ref.append(step_throughput(TorchEncoderGPT(cfg), batch, cfg.block_size, cfg.vocab_size))
+    return {"minigpt_tokens_per_second": statistics.median(ours),
+            "torch_encoder_tokens_per_second": statistics.median(ref),
+            "speedup": statistics.median(ours) / statistics.median(ref)}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--only", default=",".join(CONFIGS), help="comma-separated config names")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply every max_steps (smoke runs)")
+    p.add_argument("--out", type=Path, default=None, help="results JSON (default: the committed file when --scale is 1)")
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    out = args.out or (RESULTS if args.scale == 1.0 else None)
+
+    load_before = os.getloadavg()
+    peak = matmul_peak_gflops()
+    print(f"fp32 matmul peak: {peak:.1f} GFLOP/s on {args.threads} threads "
+          f"(load average before: {load_before[0]:.2f})", flush=True)
+    rows = []
+    for name in args.only.split(","):
+        cfg = load_config(files("course_lib").joinpath("configs", f"{name}.json"))
+        cfg.max_steps = max(1, int(round(cfg.max_steps * args.scale)))
+        cfg.warmup_steps = min(cfg.warmup_steps, cfg.max_steps)
+        cfg.eval_interval = min(cfg.eval_interval, cfg.max_steps)
+        cfg.threads = args.threads
+        res = run(cfg, out_dir=None, progress=False)
+        res["config_name"] = name
+        res["mfu"] = res["tokens_per_second"] * res["flops_per_token"] / (peak * 1e9)
+        res["load_average"] = os.getloadavg()[0]
+        rows.append(res)
+    base = next((r for r in rows if r["config_name"] == "baseline"), None)
+    print()
+    print(f"{'config':<10} {'params':>9} {'steps':>6} {'tokens/s':>9} {'train s':>8} {'val loss':>9} "
+          f"{'ppl':>6} {'vs base':>8} {'MFU':>6}")
+    for r in rows:
+        delta = f"{r['final_val_loss'] - base['final_val_loss']:+.3f}" if base else "n/a"
+        print(f"{r['config_name']:<10} {r['params']:>9,} {r['steps']:>6} {r['tokens_per_second']:>9,.0f} "
+              f"{r['train_seconds']:>8.1f} {r['final_val_loss']:>9.3f} {r['val_perplexity']:>6.2f} {delta:>8} "
+              f"{100 * r['mfu']:>5.1f}%")
+
+    # MiniGPT against nn.TransformerEncoderLayer(norm_first=True), at the baseline's and the
+    # chapter's shapes.
+    vocab = rows[0]["vocab_size"] if rows else 81
+    comparisons = []
+    for name in ("baseline", "chapter"):
+        cfg = load_config(files("course_lib").joinpath("configs", f"{name}.json"))
+        mcfg = cfg.model_config(vocab)
+        cmp = compare_with_torch_encoder(mcfg, cfg.batch_size)
+        cmp["config_name"] = name
+        cmp["mfu_minigpt"] = cmp["minigpt_tokens_per_second"] * flops_per_token(mcfg) / (peak * 1e9)
+        comparisons.append(cmp)
+        print(f"{name}: MiniGPT {cmp['minigpt_tokens_per_second']:,.0f} tokens/s, "
+              f"nn.TransformerEncoderLayer {cmp['torch_encoder_tokens_per_second']:,.0f} tokens/s "
+              f"(x{cmp['speedup']:.2f}); MiniGPT MFU {100 * cmp['mfu_minigpt']:.1f}%", flush=True)
+    load_after = os.getloadavg()
+    print(f"load average after: {load_after[0]:.2f}")
+    summary = {
+        "machine": {"processor": platform.processor() or platform.machine(), "threads": args.threads,
+                    "torch": torch.__version__, "cpu_count": os.cpu_count(),
+                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")},
+        "load_average_before": load_before[0], "load_average_after": load_after[0],
+        "matmul_peak_gflops": peak, "scale": args.scale,
+        "runs": {r["config_name"]: r for r in rows},
+        "torch_encoder_comparison": {c["config_name"]: c for c in comparisons},
+        "measured_at": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(summary, indent=1) + "\n")
+        print(f"wrote {out}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
