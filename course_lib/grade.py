@@ -173,15 +173,20 @@ def extract_answers(sub, spec: NotebookSpec) -> tuple[dict[str, list[str]], list
 # --------------------------------------------------------------------------- lint
 _BANNED_MODULES = {"builtins", "ctypes", "gc", "inspect", "IPython", "ipykernel", "importlib", "atexit",
                    "signal", "threading", "multiprocessing", "_thread", "faulthandler", "course_lib",
-                   "subprocess", "pty", "asyncio", "concurrent"}
+                   "subprocess", "pty", "asyncio", "concurrent", "io", "pathlib", "shutil", "tempfile",
+                   "glob", "fileinput", "mmap", "socket", "pickle", "marshal"}
 _BANNED_NAMES = {"get_ipython", "__builtins__", "__import__", "exec", "eval", "compile", "globals",
-                 "locals", "vars", "breakpoint", "setattr", "delattr"}
+                 "locals", "vars", "breakpoint", "setattr", "delattr", "open"}
 _BANNED_ATTRS = {"__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__dict__",
                  "f_globals", "f_locals", "f_back", "f_builtins", "_getframe", "modules", "stdout", "stderr",
                  "__stdout__", "__stderr__", "settrace", "setprofile", "displayhook", "excepthook",
                  "system", "fork", "forkpty", "popen", "posix_spawn", "posix_spawnp", "execv", "execve",
                  "execl", "execle", "execlp", "execlpe", "execvp", "execvpe", "spawnl", "spawnle", "spawnv",
-                 "spawnve", "spawnlp", "spawnlpe", "spawnvp", "spawnvpe"}
+                 "spawnve", "spawnlp", "spawnlpe", "spawnvp", "spawnvpe",
+                 # files: the grading folder holds the graded notebook and the cell records
+                 "open", "fdopen", "listdir", "scandir", "walk", "unlink", "rename", "renames",
+                 "makedirs", "mkdir", "rmdir", "chdir", "dup", "dup2", "symlink",
+                 "save", "load"}
 
 
 def _trusted_bindings(sol, spec: NotebookSpec) -> tuple[dict[str, str], set[str]]:
@@ -386,8 +391,11 @@ def _limits(memory_mb: int):
 def run_nbval(nb, workdir: Path, time_limit: float, memory_mb: int, threads: int | None,
               hard_timeout: float) -> tuple[list[dict], str]:
     """Run ``pytest --nbval`` on ``nb`` in ``workdir``; returns (cell records, pytest output)."""
-    nb_path, rec = workdir / "graded.ipynb", workdir / "record.jsonl"
+    # the records go outside the kernel's folder (the kernel runs in ``workdir``)
+    nb_path = workdir / "graded.ipynb"
+    rec = Path(tempfile.mkdtemp(prefix="records-", dir=workdir.parent)) / "record.jsonl"
     nbformat.write(nb, nb_path)
+    nbformat.write(nb, rec.parent / "graded.ipynb")  # a copy for --keep: the plugin deletes the original
     (workdir / "pytest.ini").write_text("[pytest]\naddopts =\n")
     # the plugin goes in as the folder's conftest.py, so pytest does not import course_lib (and torch)
     shutil.copy(Path(__file__).with_name("_nbval_grading.py"), workdir / "conftest.py")
@@ -399,7 +407,7 @@ def run_nbval(nb, workdir: Path, time_limit: float, memory_mb: int, threads: int
     env.update(PYTHONHASHSEED="0", MPLBACKEND="Agg", JUPYTER_PLATFORM_DIRS="1", PYDEVD_DISABLE_FILE_VALIDATION="1")
     if threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-    log = workdir / "pytest.log"
+    log = rec.parent / "pytest.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, preexec_fn=_limits(memory_mb))

@@ -128,9 +128,7 @@ def _full(rep, *names):
         assert e["status"] == "graded" and e["points"] == e["max_points"], e
 
 
-pytestmark = pytest.mark.slow
-
-
+@pytest.mark.slow
 def test_infinite_loops_time_out_and_the_rest_is_graded(batch):
     rep = batch[0]["loop"]
     for n in (SEQ, PATH):
@@ -140,6 +138,7 @@ def test_infinite_loops_time_out_and_the_rest_is_graded(batch):
     _full(rep, RNN, ATT)
 
 
+@pytest.mark.slow
 def test_a_crashing_kernel_costs_only_its_exercise(batch):
     for case, victim, others in (("os_exit", RNN, (SEQ, PATH, ATT)), ("segfault", PATH, (SEQ, RNN, ATT))):
         rep = batch[0][case]
@@ -150,6 +149,7 @@ def test_a_crashing_kernel_costs_only_its_exercise(batch):
         _full(rep, *others)
 
 
+@pytest.mark.slow
 def test_sys_exit_is_a_fail_not_a_crash(batch):
     rep = batch[0]["sys_exit"]
     e = _ex(rep, SEQ)
@@ -158,6 +158,7 @@ def test_sys_exit_is_a_fail_not_a_crash(batch):
     _full(rep, PATH, RNN, ATT)  # sys.exit() at the top of a cell after a correct function
 
 
+@pytest.mark.slow
 def test_exception_in_a_todo_cell_is_reported(batch):
     rep = batch[0]["exception"]
     e = _ex(rep, RNN)
@@ -166,6 +167,7 @@ def test_exception_in_a_todo_cell_is_reported(batch):
     _full(rep, SEQ, PATH, ATT)
 
 
+@pytest.mark.slow
 def test_answer_cell_turned_into_markdown(batch):
     rep = batch[0]["markdown"]
     e = _ex(rep, SEQ)
@@ -173,6 +175,7 @@ def test_answer_cell_turned_into_markdown(batch):
     _full(rep, PATH, RNN, ATT)
 
 
+@pytest.mark.slow
 def test_tampered_check_cells_and_nbval_markers_change_nothing(batch):
     rep = batch[0]["tampered"]
     assert rep["score"] == 0
@@ -181,12 +184,14 @@ def test_tampered_check_cells_and_nbval_markers_change_nothing(batch):
     _full(batch[0]["checks_deleted"], SEQ, PATH, RNN, ATT)
 
 
+@pytest.mark.slow
 def test_output_floods_are_capped(batch):
     rep = batch[0]["flood"]
     _full(rep, SEQ, PATH, RNN, ATT)
     assert len(json.dumps(rep)) < 20_000
 
 
+@pytest.mark.slow
 def test_memory_bomb_hits_the_limit(batch):
     rep = batch[0]["memory"]
     e = _ex(rep, RNN)
@@ -194,12 +199,14 @@ def test_memory_bomb_hits_the_limit(batch):
     _full(rep, SEQ, PATH, ATT)
 
 
+@pytest.mark.slow
 def test_printed_fake_verdicts_score_nothing(batch):
     rep = batch[0]["fake_verdicts"]
     e = _ex(rep, RNN)
     assert e["points"] == 0 and all(not c["passed"] for c in e["checks"]), e
 
 
+@pytest.mark.slow
 def test_lint_rejects_helper_redefinition_forbidden_calls_and_monkeypatching(batch):
     rep = batch[0]["lint"]
     expect = {SEQ: "check_equal is defined by the notebook's trusted cells",
@@ -212,10 +219,12 @@ def test_lint_rejects_helper_redefinition_forbidden_calls_and_monkeypatching(bat
         assert any(text in m for m in e["messages"]), (name, e["messages"])
 
 
+@pytest.mark.slow
 def test_helper_and_split_cells_count_as_the_answer(batch):
     _full(batch[0]["helper_cells"], SEQ, PATH, RNN, ATT)
 
 
+@pytest.mark.slow
 def test_unreadable_files_do_not_stop_the_batch(batch):
     reports, out = batch
     for name in ("truncated", "not_json"):
@@ -227,6 +236,7 @@ def test_unreadable_files_do_not_stop_the_batch(batch):
     assert (out / "loop.grade.json").exists()
 
 
+@pytest.mark.slow
 def test_exit_codes(tmp_path, capsys):
     bad = tmp_path / "01_why_transformers.ipynb"
     bad.write_text('{"cells": [')
@@ -243,3 +253,40 @@ def test_exit_codes(tmp_path, capsys):
     assert main([str(good), "--report", str(report)]) == 0
     assert json.loads(report.read_text())["all_passed"]
     assert main([str(SOLUTIONS.parent / "exercises" / f"{STEM}.ipynb"), "--report", str(report)]) == 1
+
+
+LINT_CASES = [
+    ("def self_attention(x):\n    return F.scaled_dot_product_attention(x, x, x)", "calling F.scaled_dot_product_attention"),
+    ("def self_attention(x):\n    return x.softmax(-1)", None),
+    ("F = None", "F is defined by the notebook's trusted cells"),
+    ("import torch\nimport torch.nn.functional as F\nimport math", None),
+    ("torch.tanh = lambda t: t", "changing torch.tanh"),
+    ("def check_close(*a, **k):\n    print('[PASS] x')", "check_close is defined"),
+    ("from course_lib.attention import softmax", "importing course_lib.attention"),
+    ("%timeit 1", "IPython magics"),
+    ("!ls", "IPython magics"),
+    ("import builtins", "importing builtins"),
+    ("def f():\n    return _ref_steps(1, 'rnn')", "_ref_steps belongs to a check cell"),
+    ("get_ipython().events.register('post_run_cell', print)", "get_ipython is not allowed"),
+    ("import sys\nsys.stdout = None", "changing sys.stdout"),
+    ("x = getattr(F, 'scaled_dot_product_attention')", "getattr with that name"),
+    ("open('record.jsonl', 'a').write('{}')", "open is not allowed"),
+    ("import os\nos.system('ls')", "accessing .system"),
+    ("torch.save({}, 'x.pt')", "accessing .save"),
+    ("for _ in range(3):\n    pass\n_ = 1", None),
+    ("def f(a, b):\n    return a @ b", "the @ operator"),
+    ("def f(:\n", None),  # a syntax error is not a lint problem: it shows up when the cell runs
+]
+
+
+@pytest.mark.parametrize("code, problem", LINT_CASES)
+def test_lint(code, problem):
+    from course_lib.grade import _trusted_bindings, lint_answer
+
+    sol = _sol()
+    trusted, check_only = _trusted_bindings(sol, load_spec(sol, STEM))
+    problems = lint_answer(code, trusted, ["scaled_dot_product_attention", "@"], "x", check_only)
+    if problem is None:
+        assert problems == []
+    else:
+        assert any(problem in p for p in problems), problems
