@@ -129,7 +129,7 @@ def _neutralise_markers(code: str) -> str:
     return _NBVAL_MARKER.sub(r"\1# (nbval marker \2 ignored by the grader)", code)
 
 
-def extract_answers(sub, spec: NotebookSpec) -> tuple[dict[str, list[str]], list[str]]:
+def extract_answers(sub, spec: NotebookSpec, sol) -> tuple[dict[str, list[str]], list[str]]:
     """{exercise: [code of each student cell]}: every code cell between the trusted cells around
     an answer (so added helper cells and split cells count), plus notes for the report."""
     trusted = set(spec.trusted_ids)
@@ -142,15 +142,17 @@ def extract_answers(sub, spec: NotebookSpec) -> tuple[dict[str, list[str]], list
     markers = {MARKER.format(name=ex.name): ex.name for ex in spec.exercises}
     answers: dict[str, list[str]] = {ex.name: [] for ex in spec.exercises}
     notes: list[str] = []
+    by_source = {c.source.strip(): c.id for c in sol.cells if c.cell_type == "code" and c.id in trusted}
     current = None
-    seen_trusted = set()
     for cell in sub.cells:
         cid, src = cell.get("id"), cell.get("source", "")
         named = answer_ids.get(cid) or next((n for m, n in markers.items() if src.lstrip().startswith(m)), None)
-        if cell.cell_type == "code" and cid in trusted and cid not in seen_trusted:
-            seen_trusted.add(cid)
-            current = after[cid]
-            continue
+        if cell.cell_type == "code" and not named:
+            # a trusted cell is known by its id, or by its source (a tool that drops cell ids, a copy)
+            tid = cid if cid in trusted else by_source.get(src.strip())
+            if tid is not None:
+                current = after[tid]
+                continue
         if cell.cell_type != "code":
             if named:
                 notes.append(f"{named}: the answer cell is a {cell.cell_type} cell, so its code was not run; "
@@ -461,7 +463,7 @@ def grade(path: str | Path, solutions_dir: Path = SOLUTIONS, solution: Path | No
         trusted, check_only = _trusted_bindings(sol, spec)
     except Exception as exc:
         raise GraderError(f"cannot load the solution notebook {sol_path}: {exc}") from exc
-    answers, notes = extract_answers(sub, spec)
+    answers, notes = extract_answers(sub, spec, sol)
     results = {ex.name: ExerciseResult(ex.name, ex.points) for ex in spec.exercises}
     sol_answer = {meta(c)["exercise"]: c.source for c in sol.cells if role(c) == "answer"}
     stub = {name: [stub_answer(src, name)] for name, src in sol_answer.items()}

@@ -290,3 +290,33 @@ def test_lint(code, problem):
         assert problems == []
     else:
         assert any(problem in p for p in problems), problems
+
+
+def test_extraction_finds_answers_without_ids_and_ignores_trusted_copies():
+    from course_lib.grade import extract_answers
+
+    sol = _sol()
+    spec = load_spec(sol, STEM)
+    sub = _all_solution()
+    check = _cell(sub, "sequential-steps-check-1")
+    sub.cells.insert(sub.cells.index(check) + 1, copy.deepcopy(check))  # a pasted copy of a check cell
+    helper = nbformat.v4.new_code_cell("def _helper():\n    return 1")
+    sub.cells.insert(sub.cells.index(_cell(sub, "rnn-forward-answer")) + 1, helper)
+    for c in sub.cells:  # a tool that drops cell ids
+        c.pop("id", None)
+    answers, notes = extract_answers(sub, spec, sol)
+    assert answers["sequential_steps"] == [_answer_source(SEQ)]
+    assert answers["rnn_forward"] == [_answer_source(RNN), helper.source]
+    assert all(len(answers[n]) == 1 for n in (PATH, ATT))
+    assert notes == []
+
+
+def test_batch_cli_survives_unreadable_files(tmp_path, capsys):
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    (folder / "alice_01_why_transformers.ipynb").write_text("{ not json")
+    (folder / "bob.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    assert main(["--batch", str(folder), "--out", str(tmp_path / "grades")]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "grades" / "gradebook.csv")))
+    assert [r["status"] for r in rows] == ["unreadable", "unreadable"]
+    assert "cannot tell which exercise notebook" in rows[1]["error"]
