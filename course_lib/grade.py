@@ -380,14 +380,13 @@ def assemble(sol, spec: NotebookSpec, answers: dict[str, list[str]], skip_checks
     return nb
 
 
-def _limits(memory_mb: int):
-    def apply():
-        os.setsid()
-        if memory_mb:
-            resource.setrlimit(resource.RLIMIT_AS, (memory_mb * 1024 * 1024,) * 2)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT,) * 2)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    return apply
+def _apply_limits(pid: int, memory_mb: int) -> None:
+    """Resource limits of the pytest process, inherited by the kernel it starts later.
+    (prlimit after the spawn instead of preexec_fn, which is unsafe with threads.)"""
+    if memory_mb:
+        resource.prlimit(pid, resource.RLIMIT_AS, (memory_mb * 1024 * 1024,) * 2)
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT,) * 2)
+    resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
 
 
 def run_nbval(nb, workdir: Path, time_limit: float, memory_mb: int, threads: int | None,
@@ -412,7 +411,11 @@ def run_nbval(nb, workdir: Path, time_limit: float, memory_mb: int, threads: int
     log = rec.parent / "pytest.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=_limits(memory_mb))
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            _apply_limits(proc.pid, memory_mb)
+        except OSError:  # the process already ended
+            pass
         try:
             proc.wait(timeout=hard_timeout)
         except subprocess.TimeoutExpired:
@@ -587,9 +590,9 @@ def _grade_one(args) -> dict:
 
 
 def grade_batch(folder: Path, out: Path, workers: int | None = None, **kwargs) -> list[dict]:
-    """Grade every .ipynb under ``folder`` (one process per core); writes per-submission JSON
+    """Grade every .ipynb under ``folder`` (one grading per core at a time); writes per-submission JSON
     reports and ``gradebook.csv`` into ``out``."""
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from tqdm import tqdm
 
@@ -597,11 +600,14 @@ def grade_batch(folder: Path, out: Path, workers: int | None = None, **kwargs) -
                    and Path(out).resolve() not in p.resolve().parents)
     out.mkdir(parents=True, exist_ok=True)
     workers = workers or os.cpu_count() or 1
-    reports = []
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for rep in tqdm(pool.map(_grade_one, [(f, kwargs) for f in files]), total=len(files),
-                        desc="grading", unit="notebook", file=sys.stderr):
-            reports.append(rep)
+    # Threads are enough: each grading spends its time waiting for its own pytest/kernel
+    # processes, and an exception stays with its submission instead of breaking a process pool.
+    by_file = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(_grade_one, (f, kwargs)): f for f in files}
+        for fut in tqdm(as_completed(futures), total=len(files), desc="grading", unit="notebook", file=sys.stderr):
+            by_file[futures[fut]] = fut.result()
+    reports = [by_file[f] for f in files]
     ex_names = sorted({e["name"] for r in reports for e in r.get("exercises", [])})
     with open(out / "gradebook.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -660,9 +666,10 @@ def main(argv: list[str] | None = None) -> int:
     report = Path(args.report) if args.report else Path(args.notebook).with_suffix(".grade.json")
     try:
         report.write_text(json.dumps(rep, indent=1))
-        print(f"Report: {report}")
     except OSError as exc:
         print(f"warning: could not write the report {report}: {exc}", file=sys.stderr)
+    else:
+        print(f"Report: {report}")
     return 0 if rep["all_passed"] else 1
 
 

@@ -54,6 +54,9 @@ def _submissions() -> dict[str, object]:
     # the kernel dies: os._exit inside the function a check calls; a segfault at the top of a cell
     subs["os_exit"] = _all_solution(**{RNN: _code("import os\ndef rnn_forward(x, W, U):\n    os._exit(3)")})
     subs["segfault"] = _all_solution(**{PATH: _code("import os\nos.kill(os.getpid(), 11)")})
+    # a loop in C that never looks at the interrupt: the kernel cannot be stopped, so it is killed
+    # and a second pass grades the exercises after it
+    subs["stubborn_loop"] = _all_solution(**{PATH: _code("total = sum(range(10**13))\n" + _answer_source(PATH))})
     # sys.exit() inside the function (a FAIL) and at the top of a cell after a correct function
     subs["sys_exit"] = _all_solution(**{
         SEQ: _code("import sys\ndef sequential_steps(T, layer):\n    sys.exit(1)"),
@@ -136,6 +139,15 @@ def test_infinite_loops_time_out_and_the_rest_is_graded(batch):
         assert e["status"] == "timed out" and e["points"] == 0, e
         assert any("timed out" in m for m in e["messages"])
     _full(rep, RNN, ATT)
+
+
+@pytest.mark.slow
+def test_an_uninterruptible_loop_is_killed_and_the_rest_is_graded(batch):
+    rep = batch[0]["stubborn_loop"]
+    e = _ex(rep, PATH)
+    assert e["status"] == "timed out" and e["points"] == 0, e
+    assert rep["passes"] == 2
+    _full(rep, SEQ, RNN, ATT)
 
 
 @pytest.mark.slow
