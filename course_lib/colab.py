@@ -320,7 +320,7 @@ def links_markdown(root: Path = ROOT) -> str:
         rel = md.relative_to(root).with_suffix(".ipynb").as_posix()
         ex = Path(root) / "exercises" / f"{md.stem}.ipynb"
         ex_cell = f"[Open in Colab]({colab_url(f'exercises/{ex.name}', root)})" if ex.exists() \
-            else "coming soon"
+            else "—"
         rows.append(f"| {title} | [Open in Colab]({colab_url(rel, root)}) | {ex_cell} |")
     return "\n".join(rows)
 

@@ -276,6 +276,7 @@ def _build_fresh_colab(venv: Path, workdir: Path) -> dict:
         "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "fresh Colab", "language": "python"}))
     state["python"], state["kernels"] = str(python), str(kernels)
+    state["source"] = str(source / "course_lib")
     return state
 
 
@@ -297,7 +298,8 @@ def fresh_colab(tmp_path_factory):
             state_file.write_text(json.dumps(state, indent=1))
     times: dict[str, float] = {}
     yield types.SimpleNamespace(**{**state, "python": Path(state["python"]),
-                                   "kernels": Path(state["kernels"])}, times=times)
+                                   "kernels": Path(state["kernels"]),
+                                   "source": Path(state["source"])}, times=times)
     keys = ("venv_seconds", "setup_cell_seconds") if built_here else ()  # counted once
     part = {k: state[k] for k in (*keys, "preinstalled", "installed_by_setup_cell")}
     part.update(notebooks=times, notebooks_run=len(times),
@@ -318,6 +320,28 @@ def test_fresh_colab_setup_installs_only_course_lib(fresh_colab):
     allowed = {"course-lib"} | {d.lower() for d in _declared_dependencies()}
     assert changed <= allowed, f"the set-up cell installed more than course_lib: {changed - allowed}"
     assert not {n for n in before if n not in after}, "the set-up cell removed packages"
+
+
+@pytest.mark.slow
+def test_fresh_colab_install_ships_every_course_lib_file(fresh_colab):
+    """What pip installs on Colab holds every file of the checkout's package, data included
+    (the Shakespeare corpus lives in course_lib/corpus_data/): a Colab reader gets the same
+    files, with nothing downloaded at run time."""
+    out = subprocess.run([str(fresh_colab.python), "-c", "import course_lib; print(course_lib.__file__)"],
+                         capture_output=True, text=True, check=True, env=fresh_colab.env,
+                         cwd=tempfile.gettempdir()).stdout.strip()
+    installed = Path(out).parent
+    assert str(installed).startswith(str(TEST_OUTPUT / "colab-venv")), installed
+
+    def files(root: Path) -> set[str]:
+        return {p.relative_to(root).as_posix() for p in root.rglob("*")
+                if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+    missing = sorted(files(fresh_colab.source) - files(installed))
+    assert not missing, (
+        "pip install of course_lib leaves out " + ", ".join(missing[:10])
+        + ": declare them as package data in pyproject.toml, e.g. "
+        "[tool.setuptools.package-data] course_lib = [\"corpus_data/*\"]")
 
 
 def _declared_dependencies() -> list[str]:
