@@ -341,7 +341,7 @@ def test_fresh_colab_install_ships_every_course_lib_file(fresh_colab):
     assert not missing, (
         "pip install of course_lib leaves out " + ", ".join(missing[:10])
         + ": declare them as package data in pyproject.toml, e.g. "
-        "[tool.setuptools.package-data] course_lib = [\"corpus_data/*\"]")
+        "[tool.setuptools.package-data] course_lib = [\"corpus_data/*\", \"configs/*.json\"]")
 
 
 def _declared_dependencies() -> list[str]:
