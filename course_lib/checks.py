@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 import numbers
+import re
 import warnings
 from typing import Any, Callable
 
@@ -78,6 +79,7 @@ def _run_student(student: Callable[[], Any]) -> _Outcome:
         raise
     except BaseException as exc:  # any student error becomes a FAIL line, never a crash
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        msg = re.sub(r"0x[0-9a-fA-F]{4,}", "0x...", msg)  # no memory addresses in a verdict
         if len(msg) > 160:
             msg = msg[:157] + "..."
         return _Outcome(error=f"raised {type(exc).__name__}" + (f": {msg}" if msg else ""))

@@ -3,7 +3,7 @@ known-wrong answer (kept in the solution's metadata) loses exactly the checks it
 verdicts do not depend on the thread count, the solutions pass ``pytest --nbval`` (their stored
 outputs are not stale), and ``exercises/`` equals regenerating it.
 
-All gradings run in two ``grade_batch`` calls (one process per core): variant k of a notebook
+All gradings run in two ``grade_batch`` calls (one grading per core at a time): variant k of a notebook
 puts the k-th known-wrong answer of every exercise into one submission, which is possible
 because each exercise's checks call only that exercise's functions.
 """
