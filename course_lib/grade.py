@@ -108,6 +108,11 @@ def read_notebook(path: Path):
 
 
 def find_solution(sub, path: Path, solutions_dir: Path) -> Path:
+    if not Path(solutions_dir).is_dir():
+        raise GraderError(
+            f"the solutions folder {solutions_dir} does not exist: grade from a clone of the course "
+            "repository (pip-installed course_lib has no solutions), or pass --solutions DIR."
+        )
     stem = sub.metadata.get("course", {}).get("notebook")
     if stem and (solutions_dir / f"{stem}.ipynb").is_file():
         return solutions_dir / f"{stem}.ipynb"

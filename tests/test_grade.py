@@ -332,3 +332,10 @@ def test_batch_cli_survives_unreadable_files(tmp_path, capsys):
     rows = list(csv.DictReader(open(tmp_path / "grades" / "gradebook.csv")))
     assert [r["status"] for r in rows] == ["unreadable", "unreadable"]
     assert "cannot tell which exercise notebook" in rows[1]["error"]
+
+
+def test_missing_solutions_folder_is_a_grader_error(tmp_path, capsys):
+    sub = tmp_path / "01_why_transformers.ipynb"
+    nbformat.write(_all_solution(), sub)
+    assert main([str(sub), "--solutions", str(tmp_path / "nowhere")]) == 3
+    assert "solutions folder" in capsys.readouterr().err
