@@ -4,9 +4,17 @@ Chapters import from here instead of copying helpers from page to page:
 
     from course_lib import scaled_dot_product_attention, cross_entropy, attention_heatmap
 
-Modules, one concept each: ``attention`` (softmax, masks, multi-head attention, positions),
-``loss`` (cross-entropy, perplexity, its gradient), ``plotting`` (the course's figures),
-``rnn`` (the recurrence measurements of Chapter 1).
+Modules, one concept each:
+
+- ``attention``: softmax, masks, scaled dot-product and multi-head attention, positions
+- ``loss``, ``lm_loss``: cross-entropy, perplexity, their gradient; language-model losses
+- ``plotting``, ``widgets``, ``glue``: the course's figures, explorers and glued numbers
+- ``rnn`` (Ch. 1), ``matrices`` (Ch. 2), ``embeddings``, ``positions``, ``rope`` (Ch. 3),
+  ``attention_scaling``, ``attention_cost`` (Ch. 4), ``handcalc``, ``worksheet``,
+  ``worked_sheets`` (Ch. 5), ``backprop``, ``optim``, ``schedule`` (Ch. 7)
+- ``corpus``, ``data``, ``model``, ``train`` (Ch. 8: the Shakespeare corpus and MiniGPT)
+- ``exercises``, ``checks``, ``grade``: exercise notebooks and their grader
+- ``colab``: the Colab set-up cells and paired notebooks; ``bench``: chapter timings
 """
 from .attention import (
     LearnedPositionalEmbedding,
