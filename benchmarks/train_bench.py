@@ -80,6 +80,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--scale", type=float, default=1.0, help="multiply every max_steps (smoke runs)")
     p.add_argument("--out", type=Path, default=None, help="results JSON (default: the committed file when --scale is 1)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--merge", action="store_true",
+                   help="update only the listed runs in the existing results file (keeps the others)")
+    p.add_argument("--no-compare", action="store_true", help="skip the nn.TransformerEncoderLayer comparison")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = args.out or (RESULTS if args.scale == 1.0 else None)
@@ -99,7 +102,13 @@ def main(argv: list[str] | None = None) -> dict:
         res["config_name"] = name
         res["mfu"] = res["tokens_per_second"] * res["flops_per_token"] / (peak * 1e9)
         res["load_average"] = os.getloadavg()[0]
+        res["matmul_peak_gflops"] = peak
+        res["measured_at"] = time.strftime("%Y-%m-%d %H:%M")
         rows.append(res)
+    previous = json.loads(out.read_text()) if args.merge and out is not None and out.exists() else None
+    if previous:
+        kept = [r for name, r in previous["runs"].items() if name not in {r["config_name"] for r in rows}]
+        rows = sorted(kept + rows, key=lambda r: CONFIGS.index(r["config_name"]) if r["config_name"] in CONFIGS else 99)
     base = next((r for r in rows if r["config_name"] == "baseline"), None)
     print()
     print(f"{'config':<10} {'params':>9} {'steps':>6} {'tokens/s':>9} {'train s':>8} {'val loss':>9} "
@@ -113,8 +122,8 @@ def main(argv: list[str] | None = None) -> dict:
     # MiniGPT against nn.TransformerEncoderLayer(norm_first=True), at the baseline's and the
     # chapter's shapes.
     vocab = rows[0]["vocab_size"] if rows else 81
-    comparisons = []
-    for name in ("baseline", "chapter"):
+    comparisons = list(previous["torch_encoder_comparison"].values()) if previous and args.no_compare else []
+    for name in () if args.no_compare else ("baseline", "chapter"):
         cfg = load_config(files("course_lib").joinpath("configs", f"{name}.json"))
         mcfg = cfg.model_config(vocab)
         cmp = compare_with_torch_encoder(mcfg, cfg.batch_size)
