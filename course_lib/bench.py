@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
+
+from .toc import page_path, toc_files
 
 BUDGET_S = 120.0
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,9 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def toc_pages(root: Path = ROOT) -> list[Path]:
     """The .md files listed in _toc.yml, in reading order."""
-    text = (root / "_toc.yml").read_text()
-    names = re.findall(r"^\s*(?:root|-\s*file):\s*(\S+)", text, flags=re.M)
-    return [root / f"{n}.md" for n in names if (root / f"{n}.md").exists()]
+    return [p for p in map(page_path, toc_files(root)) if p.exists()]
 
 
 def time_page(md: Path, timeout: int = 600) -> float:

@@ -92,21 +92,6 @@ def setup_cell_source(root: Path = ROOT) -> str:
 
 
 # --------------------------------------------------------------------------- what to cover
-def _toc_files(toc) -> list[str]:
-    found: list[str] = []
-    if isinstance(toc, dict):
-        for key in ("root", "file"):
-            if isinstance(toc.get(key), str):
-                found.append(toc[key])
-        for value in toc.values():
-            if isinstance(value, (list, dict)):
-                found += _toc_files(value)
-    elif isinstance(toc, list):
-        for item in toc:
-            found += _toc_files(item)
-    return found
-
-
 def _front_matter(text: str) -> dict:
     import yaml
 
@@ -122,12 +107,11 @@ def is_notebook_md(path: Path) -> bool:
 
 def chapter_paths(root: Path = ROOT) -> list[Path]:
     """Every MyST notebook ``.md`` in ``_toc.yml``, in table-of-contents order."""
-    import yaml
+    from .toc import page_path, toc_files
 
-    toc = yaml.safe_load((Path(root) / "_toc.yml").read_text(encoding="utf-8"))
     paths = []
-    for name in dict.fromkeys(_toc_files(toc)):
-        md = Path(root) / (name if name.endswith(".md") else name + ".md")
+    for name in toc_files(root):
+        md = page_path(name, root)
         if md.is_file() and is_notebook_md(md):
             paths.append(md)
     return paths

@@ -15,7 +15,6 @@ import shutil
 import threading
 from pathlib import Path
 
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_OUTPUT = ROOT / "test-output"
@@ -39,30 +38,11 @@ def chromium_path() -> str | None:
     return shutil.which("chromium")
 
 
-def _toc_files(node) -> list[str]:
-    out: list[str] = []
-    if isinstance(node, dict):
-        for key in ("root", "file"):
-            if isinstance(node.get(key), str):
-                out.append(node[key])
-        for value in node.values():
-            if isinstance(value, (dict, list)):
-                out += _toc_files(value)
-    elif isinstance(node, list):
-        for item in node:
-            out += _toc_files(item)
-    return out
-
-
 def toc_pages(root: Path | None = None) -> list[str]:
     """Every page in ``_toc.yml`` as its HTML path relative to the site root."""
-    root = root or source_root()
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
-    pages = []
-    for name in dict.fromkeys(_toc_files(toc)):
-        stem = re.sub(r"\.(md|ipynb|rst)$", "", name)
-        pages.append(f"{stem}.html")
-    return pages
+    from course_lib.toc import toc_files
+
+    return [f"{name}.html" for name in toc_files(root or source_root())]
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -4,29 +4,11 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
+
+from course_lib.toc import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-def toc_files() -> list[str]:
-    """Every file of _toc.yml, in reading order (without suffix)."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections", []))
-            for part in e.get("parts", []):
-                walk(part.get("chapters", []))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters", []))
-    walk(toc.get("chapters", []))
-    return files
 
 
 def chapter_files() -> list[str]:

@@ -1,0 +1,44 @@
+"""The book's table of contents (``_toc.yml``), read in one place.
+
+Everything that needs "every page of the book" (the Colab generator, the chapter benchmark,
+the build and browser tests) asks here, so they can never disagree about which pages exist.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = ["ROOT", "toc_files", "page_path"]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _walk(node) -> list[str]:
+    found: list[str] = []
+    if isinstance(node, dict):
+        for key in ("root", "file"):
+            if isinstance(node.get(key), str):
+                found.append(node[key])
+        for value in node.values():
+            if isinstance(value, (list, dict)):
+                found += _walk(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += _walk(item)
+    return found
+
+
+def toc_files(root: Path = ROOT) -> list[str]:
+    """Every file named in ``_toc.yml``, in reading order, without suffix (e.g. ``book/intro``)."""
+    import yaml
+
+    toc_path = Path(root) / "_toc.yml"
+    if not toc_path.is_file():
+        raise FileNotFoundError(f"no _toc.yml in {root}: run this from the course repository.")
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
+    return [re.sub(r"\.(md|ipynb|rst)$", "", f) for f in dict.fromkeys(_walk(toc))]
+
+
+def page_path(name: str, root: Path = ROOT) -> Path:
+    """The source ``.md`` of a table-of-contents entry."""
+    return Path(root) / f"{name}.md"
