@@ -19,14 +19,24 @@ import torch.nn.functional as F
 
 from course_lib.worksheet import worksheet_html, write_worksheets
 
-torch.set_default_dtype(torch.float64)
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["05_worked_examples"] + [f"worked/{p.stem}" for p in sorted((ROOT / "book" / "worked").glob("*.md"))]
 VOCAB = "ABCD"
-E = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+E = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
 PATTERNS = [("AB", "C"), ("AA", "D"), ("BA", "C")]
 LR = 0.1
 
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _float64_default():
+    """These tests compute in float64. Set for this module only and restored afterwards:
+    pytest imports every test module into one process, and a global default would silently
+    turn other modules' float32 tensors into float64."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 # ------------------------------------------------------------------------------ reading glue
 def _glue_text(out: dict) -> str:
@@ -151,9 +161,9 @@ def torch_block_model(P: dict, tokens: str, target: str):
     return F.cross_entropy(z[None], torch.tensor([VOCAB.index(target)])), torch.softmax(z, -1)
 
 
-FFN_W = torch.tensor([[0.2, 0.1], [0.1, 0.2]])
-FFN_B1 = torch.tensor([0.0, -0.15])
-FFN_B2 = torch.zeros(2)
+FFN_W = torch.tensor([[0.2, 0.1], [0.1, 0.2]], dtype=torch.float64)
+FFN_B1 = torch.tensor([0.0, -0.15], dtype=torch.float64)
+FFN_B2 = torch.zeros(2, dtype=torch.float64)
 
 
 def block_model_init() -> dict:
