@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_OUTPUT = ROOT / "test-output"
@@ -56,3 +57,14 @@ def built_book() -> Path:
             )
         marker.write_text(run_id)
     return build
+
+
+@pytest.fixture(scope="module")
+def float64_default():
+    """float64 as torch's default dtype for one test module, restored afterwards. (pytest
+    imports every test module into one process: a module-level set_default_dtype leaks into
+    all the others and silently turns their float32 tensors into float64.)"""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)

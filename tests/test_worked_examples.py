@@ -28,15 +28,8 @@ LR = 0.1
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _float64_default():
-    """These tests compute in float64. Set for this module only and restored afterwards:
-    pytest imports every test module into one process, and a global default would silently
-    turn other modules' float32 tensors into float64."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+# float64 as the default dtype for this module only (see conftest.float64_default).
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 # ------------------------------------------------------------------------------ reading glue
 def _glue_text(out: dict) -> str:
