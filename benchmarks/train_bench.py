@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
     comparisons = list(previous["torch_encoder_comparison"].values()) if previous and args.no_compare else []
     for name in () if args.no_compare else ("baseline", "chapter"):
         cfg = load_config(files("course_lib").joinpath("configs", f"{name}.json"))
-        mcfg = cfg.model_config(vocab)
+        mcfg = cfg.model.with_vocab(vocab)
         cmp = compare_with_torch_encoder(mcfg, cfg.batch_size)
         cmp["config_name"] = name
         cmp["mfu_minigpt"] = cmp["minigpt_tokens_per_second"] * flops_per_token(mcfg) / (peak * 1e9)

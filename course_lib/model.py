@@ -11,7 +11,7 @@ checks that the two agree.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -27,9 +27,12 @@ ATTENTION_KINDS = ("fused", "course_lib")
 @dataclass
 class GPTConfig:
     """Shape of a MiniGPT. ``attention``: "fused" (F.scaled_dot_product_attention) or
-    "course_lib" (the from-scratch attention of the attention chapter)."""
+    "course_lib" (the from-scratch attention of the attention chapter).
 
-    vocab_size: int
+    ``vocab_size`` may stay None in a training config (the tokenizer decides it); ``with_vocab``
+    fills it in, and MiniGPT refuses a config without it."""
+
+    vocab_size: int | None = None
     block_size: int = 64
     n_layer: int = 4
     n_head: int = 4
@@ -39,6 +42,8 @@ class GPTConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model"):
+            if name == "vocab_size" and self.vocab_size is None:
+                continue
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"GPTConfig: {name} must be a positive integer; got {getattr(self, name)}.")
         if self.d_model % self.n_head:
@@ -53,6 +58,15 @@ class GPTConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def with_vocab(self, vocab_size: int) -> "GPTConfig":
+        """A copy with ``vocab_size`` set (from the tokenizer)."""
+        return replace(self, vocab_size=vocab_size)
+
+
+def _require_vocab(cfg: GPTConfig) -> None:
+    if cfg.vocab_size is None:
+        raise ValueError("GPTConfig.vocab_size is not set: build the model from cfg.with_vocab(tokenizer.vocab_size).")
 
 
 class CausalSelfAttention(nn.Module):
@@ -130,6 +144,7 @@ class MiniGPT(nn.Module):
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
+        _require_vocab(cfg)
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
@@ -240,6 +255,7 @@ class TorchEncoderGPT(nn.Module):
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
+        _require_vocab(cfg)
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)

@@ -37,15 +37,11 @@ __all__ = ["TrainConfig", "History", "Trainer", "make_optimizer", "load_config",
 
 @dataclass
 class TrainConfig:
-    """Everything a run needs: the model shape and the optimisation settings."""
+    """Everything a run needs: the model's shape (a ``GPTConfig`` whose vocabulary size the
+    tokenizer fills in) and the optimisation settings. In JSON the shape is a nested object:
+    ``{"model": {"n_layer": 4, ...}, "batch_size": 12, ...}``."""
 
-    # model
-    block_size: int = 64
-    n_layer: int = 4
-    n_head: int = 4
-    d_model: int = 128
-    dropout: float = 0.0
-    attention: str = "fused"
+    model: GPTConfig = field(default_factory=GPTConfig)
     # optimisation
     batch_size: int = 12
     max_steps: int = 2000
@@ -67,6 +63,8 @@ class TrainConfig:
     name: str = "run"
 
     def __post_init__(self):
+        if isinstance(self.model, dict):
+            self.model = _model_from_dict(self.model)
         if self.max_steps < 1 or self.batch_size < 1 or self.eval_interval < 1:
             raise ValueError("TrainConfig: max_steps, batch_size and eval_interval must be positive.")
         if not 0 <= self.warmup_steps <= self.max_steps:
@@ -76,22 +74,34 @@ class TrainConfig:
         if self.corpus not in ("shakespeare", "synthetic"):
             raise ValueError(f"TrainConfig: corpus must be 'shakespeare' or 'synthetic'; got {self.corpus!r}.")
 
-    def model_config(self, vocab_size: int) -> GPTConfig:
-        return GPTConfig(vocab_size, self.block_size, self.n_layer, self.n_head, self.d_model,
-                         self.dropout, self.attention)
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.model.block_size
+
+
+def _model_from_dict(data: dict) -> GPTConfig:
+    known = {f.name for f in fields(GPTConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"TrainConfig: the model section has unknown keys {unknown}; valid keys are {sorted(known)}.")
+    return GPTConfig(**data)
 
 
 def load_config(path: str | Path, **overrides) -> TrainConfig:
-    """A TrainConfig from a JSON file; unknown keys are an error (a typo would be ignored)."""
+    """A TrainConfig from a JSON file; unknown keys are an error (a typo would be ignored).
+    ``overrides`` replace top-level keys (``model=`` a dict replaces keys of the model section)."""
     data = json.loads(Path(path).read_text())
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    if "model" in overrides:
+        overrides["model"] = {**data.get("model", {}), **overrides["model"]}
     data.update(overrides)
     if "max_steps" in overrides and data.get("warmup_steps", 0) > data["max_steps"]:
         data["warmup_steps"] = data["max_steps"]  # a shortened run keeps a valid schedule
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"load_config: {path} has unknown keys {unknown}; valid keys are {sorted(known)}.")
+        raise ValueError(f"load_config: {path} has unknown keys {unknown}; valid keys are {sorted(known)} "
+                         "(the model's shape goes in the \"model\" section).")
     return TrainConfig(**data)
 
 
@@ -148,11 +158,11 @@ class Trainer:
                  vocab_size: int, tokenizer: CharTokenizer | None = None, rank: int = 0, world_size: int = 1):
         self.cfg, self.tokenizer, self.rank, self.world_size = cfg, tokenizer, rank, world_size
         _seed_everything(cfg.seed)  # the same initial weights on every rank
-        self.model = MiniGPT(cfg.model_config(vocab_size))
+        self.model = MiniGPT(cfg.model.with_vocab(vocab_size))
         self.module = self.model  # the unwrapped model (the DDP wrapper, if any, is self.model)
         self.optimizer = make_optimizer(self.model, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
         self.train_data, self.val_data = train_tokens, val_tokens
-        self.sampler = BatchSampler(train_tokens, cfg.block_size, seed=cfg.seed + rank)
+        self.sampler = BatchSampler(train_tokens, cfg.model.block_size, seed=cfg.seed + rank)
         self.step = 0
         self.history = History()
 
@@ -166,7 +176,7 @@ class Trainer:
         model.eval()
         out = {}
         for i, (split, data) in enumerate((("train", self.train_data), ("val", self.val_data))):
-            sampler = BatchSampler(data, self.cfg.block_size, seed=10_000 + i)
+            sampler = BatchSampler(data, self.cfg.model.block_size, seed=10_000 + i)
             losses = [model(*sampler.sample(self.cfg.eval_batch_size))[1].item() for _ in range(self.cfg.eval_batches)]
             out[split] = sum(losses) / len(losses)
         model.train(was_training)
@@ -216,7 +226,7 @@ class Trainer:
             t0 = time.perf_counter()
             loss = self.train_step()
             self.history.train_seconds += time.perf_counter() - t0
-            self.history.tokens += cfg.batch_size * cfg.block_size * self.world_size
+            self.history.tokens += cfg.tokens_per_step * self.world_size
             if bar is not None:
                 bar.update(1)
                 if self.step % 50 == 0:
@@ -270,7 +280,7 @@ def load_model(path: str | Path) -> tuple[MiniGPT, CharTokenizer | None]:
     """Just the trained model (eval mode) and its tokenizer from a checkpoint."""
     state = torch.load(path, map_location="cpu", weights_only=False)
     cfg = TrainConfig(**state["config"])
-    model = MiniGPT(cfg.model_config(state["vocab_size"]))
+    model = MiniGPT(cfg.model.with_vocab(state["vocab_size"]))
     model.load_state_dict(state["model"])
     tok = CharTokenizer.from_state_dict(state["tokenizer"]) if state.get("tokenizer") else None
     return model.eval(), tok

@@ -11,7 +11,7 @@ import torch
 
 from course_lib.train import Trainer, TrainConfig, corpus_tokens, load_model
 
-TINY = dict(block_size=16, n_layer=2, n_head=2, d_model=32, batch_size=8, max_steps=40, lr=3e-3,
+TINY = dict(model=dict(block_size=16, n_layer=2, n_head=2, d_model=32), batch_size=8, max_steps=40, lr=3e-3,
             min_lr=3e-4, warmup_steps=5, eval_interval=20, eval_batches=4, eval_batch_size=16,
             corpus="synthetic", name="ddp", threads=1)
 

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 
 import pytest
 import torch
 
+from course_lib.model import MiniGPT
 from course_lib.schedule import warmup_cosine
 from course_lib.train import Trainer, TrainConfig, corpus_tokens, load_config, load_model, main, make_optimizer
 
-TINY = dict(block_size=16, n_layer=2, n_head=2, d_model=32, batch_size=8, max_steps=60, lr=3e-3,
+TINY = dict(model=dict(block_size=16, n_layer=2, n_head=2, d_model=32), batch_size=8, max_steps=60, lr=3e-3,
             min_lr=3e-4, warmup_steps=10, eval_interval=20, eval_batches=4, eval_batch_size=16,
             corpus="synthetic", name="tiny")
 
@@ -61,12 +63,13 @@ def test_gradient_clipping_bounds_the_update_norm():
 
 
 def test_checkpoint_resume_gives_exactly_the_same_next_losses(tmp_path):
-    straight = _trainer(dropout=0.1)
+    dropout = dict(model={**TINY["model"], "dropout": 0.1})
+    straight = _trainer(**dropout)
     straight.train(steps=30, progress=False)
     straight.save(tmp_path / "ckpt.pt")
     straight.train(steps=10, progress=False)
 
-    cfg = TrainConfig(**{**TINY, "dropout": 0.1})
+    cfg = TrainConfig(**{**TINY, **dropout})
     tok, train, val = corpus_tokens(cfg)
     torch.manual_seed(12345)  # disturb the global RNG: the checkpoint must restore it
     resumed = Trainer.load(tmp_path / "ckpt.pt", train, val)
@@ -93,6 +96,24 @@ def test_config_file_and_cli(tmp_path, capsys):
     bad.write_text(json.dumps({"n_layers": 3}))
     with pytest.raises(ValueError, match="unknown keys"):
         load_config(bad)
+    bad.write_text(json.dumps({"model": {"n_layers": 3}}))
+    with pytest.raises(ValueError, match="model section has unknown keys"):
+        load_config(bad)
+    bad.write_text(json.dumps({"n_layer": 3}))  # a model key at the top level
+    with pytest.raises(ValueError, match="model"):
+        load_config(bad)
+
+
+def test_config_overrides_and_round_trip(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    cfg = load_config(path, max_steps=5, model={"d_model": 16})
+    assert cfg.max_steps == 5 and cfg.warmup_steps == 5  # a shortened run keeps a valid schedule
+    assert cfg.model.d_model == 16 and cfg.model.n_layer == 2  # other model keys kept
+    assert cfg.model.vocab_size is None and cfg.tokens_per_step == 8 * 16
+    assert TrainConfig(**json.loads(json.dumps(asdict(cfg)))) == cfg  # what checkpoints store
+    with pytest.raises(ValueError, match="vocab_size is not set"):
+        MiniGPT(cfg.model)
 
 
 def test_shipped_configs_are_valid():
