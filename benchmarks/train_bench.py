@@ -1,6 +1,6 @@
 """Benchmark: the baby-GPT baseline against the course's configurations, on the course corpus.
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/train_bench.py            # everything (about 15 min idle)
+    python benchmarks/train_bench.py            # everything, on an otherwise idle machine (about 20 min)
     python benchmarks/train_bench.py --only baseline,chapter --scale 0.1   # a quick smoke run
 
 Trains each configuration of ``course_lib/configs`` (baseline, chapter, long) in one process,
@@ -28,7 +28,7 @@ from course_lib.model import GPTConfig, MiniGPT, TorchEncoderGPT, flops_per_toke
 from course_lib.train import load_config, make_optimizer, run
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "train_bench.json"
-CONFIGS = ("baseline", "chapter")
+CONFIGS = ("baseline", "chapter", "long")
 
 
 def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
@@ -119,11 +119,10 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['train_seconds']:>8.1f} {r['final_val_loss']:>9.3f} {r['val_perplexity']:>6.2f} {delta:>8} "
               f"{100 * r['mfu']:>5.1f}%")
 
-    # MiniGPT against nn.TransformerEncoderLayer(norm_first=True), at the baseline's and the
-    # chapter's shapes.
+    # MiniGPT against nn.TransformerEncoderLayer(norm_first=True), at each configuration's shape.
     vocab = rows[0]["vocab_size"] if rows else 81
     comparisons = list(previous["torch_encoder_comparison"].values()) if previous and args.no_compare else []
-    for name in () if args.no_compare else ("baseline", "chapter"):
+    for name in () if args.no_compare else CONFIGS:
         cfg = load_config(files("course_lib").joinpath("configs", f"{name}.json"))
         mcfg = cfg.model.with_vocab(vocab)
         cmp = compare_with_torch_encoder(mcfg, cfg.batch_size)

@@ -39,6 +39,7 @@ class GPTConfig:
     d_model: int = 128
     dropout: float = 0.0
     attention: str = "fused"
+    bias: bool = True  # biases in the linear layers and layer norms (GPT-2 has them)
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model"):
@@ -81,8 +82,8 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.n_head, self.d_model, self.kind = cfg.n_head, cfg.d_model, cfg.attention
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.dropout = cfg.dropout
         self.resid_drop = nn.Dropout(cfg.dropout)
 
@@ -108,8 +109,8 @@ class MLP(nn.Module):
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.fc = nn.Linear(cfg.d_model, 4 * cfg.d_model)
-        self.proj = nn.Linear(4 * cfg.d_model, cfg.d_model)
+        self.fc = nn.Linear(cfg.d_model, 4 * cfg.d_model, bias=cfg.bias)
+        self.proj = nn.Linear(4 * cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -121,9 +122,9 @@ class Block(nn.Module):
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.ln1 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.attn = CausalSelfAttention(cfg)
-        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
     def forward(self, x: torch.Tensor, need_weights: bool = False):
@@ -150,7 +151,7 @@ class MiniGPT(nn.Module):
         self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
         self.apply(self._init_weights)
@@ -261,10 +262,10 @@ class TorchEncoderGPT(nn.Module):
         self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
         layer = nn.TransformerEncoderLayer(
             cfg.d_model, cfg.n_head, dim_feedforward=4 * cfg.d_model, dropout=cfg.dropout,
-            activation="gelu", batch_first=True, norm_first=True,
+            activation="gelu", batch_first=True, norm_first=True, bias=cfg.bias,
         )
         self.encoder = nn.TransformerEncoder(layer, cfg.n_layer, enable_nested_tensor=False)
-        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight
         self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(cfg.block_size), persistent=False)
