@@ -79,21 +79,29 @@ def test_parameter_count_tied_head_and_formula():
     assert model.num_params(non_embedding=True) == model.num_params() - T * d
     n_matmul = L * 12 * d * d + V * d
     assert flops_per_token(cfg) == 6 * n_matmul + 12 * L * d * T
+    # without biases (nanoGPT's default): only the weights and layer-norm gains remain
+    no_bias = MiniGPT(GPTConfig(**CFG, bias=False))
+    assert not any(n.endswith("bias") for n, _ in no_bias.named_parameters())
+    assert no_bias.num_params() == V * d + T * d + L * (12 * d * d + 2 * d) + d
 
 
-def test_torch_encoder_reference_computes_the_same_function():
+@pytest.mark.parametrize("bias", [True, False])
+def test_torch_encoder_reference_computes_the_same_function(bias):
     """Copying MiniGPT's weights into the nn.TransformerEncoderLayer model gives the same logits,
     so the throughput comparison compares two implementations of one architecture."""
-    cfg = GPTConfig(**CFG)
-    ours = _model().eval()
+    cfg = GPTConfig(**CFG, bias=bias)
+    torch.manual_seed(0)
+    ours = MiniGPT(cfg).eval()
     ref = TorchEncoderGPT(cfg).eval()
+    assert ours.num_params() == ref.num_params()
     with torch.no_grad():
         ref.tok_emb.weight.copy_(ours.tok_emb.weight)
         ref.pos_emb.table.weight.copy_(ours.pos_emb.table.weight)
         ref.ln_f.load_state_dict(ours.ln_f.state_dict())
         for b, layer in zip(ours.blocks, ref.encoder.layers):
             layer.self_attn.in_proj_weight.copy_(b.attn.qkv.weight)
-            layer.self_attn.in_proj_bias.copy_(b.attn.qkv.bias)
+            if bias:
+                layer.self_attn.in_proj_bias.copy_(b.attn.qkv.bias)
             layer.self_attn.out_proj.load_state_dict(b.attn.proj.state_dict())
             layer.linear1.load_state_dict(b.mlp.fc.state_dict())
             layer.linear2.load_state_dict(b.mlp.proj.state_dict())
