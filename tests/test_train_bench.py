@@ -1,0 +1,40 @@
+"""The training benchmark script: a tiny smoke run of its pieces (the real run takes ~17 min)."""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import train_bench  # noqa: E402
+
+from course_lib.model import GPTConfig  # noqa: E402
+
+TINY = GPTConfig(vocab_size=23, block_size=16, n_layer=1, n_head=2, d_model=32, bias=False)
+
+
+def test_comparison_is_the_median_of_paired_ratios():
+    cmp = train_bench.compare_with_torch_encoder(TINY, batch=4, rounds=3)
+    ratios = cmp["speedup_per_round"]
+    assert len(ratios) == 3 and all(r > 0 for r in ratios)
+    assert cmp["speedup"] == pytest.approx(statistics.median(ratios))
+    assert cmp["minigpt_tokens_per_second"] > 0 and cmp["torch_encoder_tokens_per_second"] > 0
+
+
+def test_matmul_rates_are_positive_and_count_every_product():
+    assert train_bench.matmul_rate_at_model_shapes(TINY, batch=4, repeats=2) > 0
+    assert train_bench.matmul_peak_gflops(n=128, repeats=1) > 0
+
+
+def test_a_scaled_down_run_writes_the_table(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    summary = train_bench.main(["--only", "baseline", "--scale", "0.002", "--out", str(out), "--no-compare",
+                                "--threads", "1"])
+    saved = json.loads(out.read_text())
+    run = saved["runs"]["baseline"]
+    assert run["steps"] == 4 and run["config"]["model"]["n_layer"] == 4  # the real shape, few steps
+    assert 0 < run["mfu"] < 1 and run["final_val_loss"] == pytest.approx(summary["runs"]["baseline"]["final_val_loss"])
+    assert "baseline" in capsys.readouterr().out
