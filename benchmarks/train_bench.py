@@ -169,6 +169,18 @@ def main(argv: list[str] | None = None) -> dict:
               f"({100 * cmp['matmul_gflops_at_shape'] / peak:.0f}% of the peak)", flush=True)
     load_after = os.getloadavg()
     print(f"load average after: {load_after[0]:.2f}")
+    # The machine's speed drifts (a virtual machine's neighbours): take the peak as the best
+    # of a measurement before and one after, and recompute the utilisations with it.
+    peak_after = matmul_peak_gflops()
+    if peak_after > peak:
+        for r in rows:
+            if "mfu" in r and r.get("matmul_peak_gflops") == peak:
+                r["mfu"] *= peak / peak_after
+                r["matmul_peak_gflops"] = peak_after
+        for c in comparisons:
+            c["mfu_minigpt"] *= peak / peak_after
+        peak = peak_after
+    print(f"fp32 matmul peak after: {peak_after:.1f} GFLOP/s; using {peak:.1f}")
     summary = {
         "machine": {"processor": platform.processor() or platform.machine(), "threads": args.threads,
                     "torch": torch.__version__, "cpu_count": os.cpu_count(),
