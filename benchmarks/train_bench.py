@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> dict:
     out = args.out or (RESULTS if args.scale == 1.0 else None)
 
     load_before = os.getloadavg()
-    peak = matmul_peak_gflops()
-    print(f"fp32 matmul peak: {peak:.1f} GFLOP/s on {args.threads} threads "
+    peak_before = matmul_peak_gflops()
+    print(f"fp32 matmul peak: {peak_before:.1f} GFLOP/s on {args.threads} threads "
           f"(load average before: {load_before[0]:.2f})", flush=True)
     rows = []
     for name in filter(None, args.only.split(",")):
@@ -132,17 +132,40 @@ def main(argv: list[str] | None = None) -> dict:
         cfg.threads = args.threads
         res = run(cfg, out_dir=None, progress=False)
         res["config_name"] = name
-        res["mfu"] = res["tokens_per_second"] * res["flops_per_token"] / (peak * 1e9)
         res["load_average"] = os.getloadavg()[0]
-        res["matmul_peak_gflops"] = peak
         res["measured_at"] = time.strftime("%Y-%m-%d %H:%M")
         rows.append(res)
+
+    # MiniGPT against nn.TransformerEncoderLayer(norm_first=True), at each configuration's shape.
+    vocab = rows[0]["vocab_size"] if rows else 81
+    comparisons = []
+    for name in () if args.no_compare else CONFIGS:
+        cfg = load_config(files("course_lib").joinpath("configs", f"{name}.json"))
+        mcfg = cfg.model.with_vocab(vocab)
+        cmp = compare_with_torch_encoder(mcfg, cfg.batch_size)
+        cmp["config_name"] = name
+        cmp["flops_per_token"] = flops_per_token(mcfg)
+        cmp["matmul_gflops_at_shape"] = matmul_rate_at_model_shapes(mcfg, cfg.batch_size)
+        comparisons.append(cmp)
+    load_after = os.getloadavg()
+
+    # The machine's speed drifts (a virtual machine's neighbours): the peak is the best of a
+    # measurement before and one after, and every utilisation of this run is computed with it.
+    peak = max(peak_before, matmul_peak_gflops())
+    for r in rows:
+        r["matmul_peak_gflops"] = peak
+        r["mfu"] = r["tokens_per_second"] * r["flops_per_token"] / (peak * 1e9)
+    for c in comparisons:
+        c["mfu_minigpt"] = c["minigpt_tokens_per_second"] * c["flops_per_token"] / (peak * 1e9)
+
     previous = json.loads(out.read_text()) if args.merge and out is not None and out.exists() else None
     if previous:
         kept = [r for name, r in previous["runs"].items() if name not in {r["config_name"] for r in rows}]
         rows = sorted(kept + rows, key=lambda r: CONFIGS.index(r["config_name"]) if r["config_name"] in CONFIGS else 99)
+        if args.no_compare:
+            comparisons = list(previous["torch_encoder_comparison"].values())
     base = next((r for r in rows if r["config_name"] == "baseline"), None)
-    print()
+    print(f"\nfp32 matmul peak used: {peak:.1f} GFLOP/s (best of before and after)")
     print(f"{'config':<10} {'params':>9} {'steps':>6} {'tokens/s':>9} {'train s':>8} {'val loss':>9} "
           f"{'ppl':>6} {'vs base':>8} {'MFU':>6}")
     for r in rows:
@@ -150,37 +173,12 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{r['config_name']:<10} {r['params']:>9,} {r['steps']:>6} {r['tokens_per_second']:>9,.0f} "
               f"{r['train_seconds']:>8.1f} {r['final_val_loss']:>9.3f} {r['val_perplexity']:>6.2f} {delta:>8} "
               f"{100 * r['mfu']:>5.1f}%")
-
-    # MiniGPT against nn.TransformerEncoderLayer(norm_first=True), at each configuration's shape.
-    vocab = rows[0]["vocab_size"] if rows else 81
-    comparisons = list(previous["torch_encoder_comparison"].values()) if previous and args.no_compare else []
-    for name in () if args.no_compare else CONFIGS:
-        cfg = load_config(files("course_lib").joinpath("configs", f"{name}.json"))
-        mcfg = cfg.model.with_vocab(vocab)
-        cmp = compare_with_torch_encoder(mcfg, cfg.batch_size)
-        cmp["config_name"] = name
-        cmp["mfu_minigpt"] = cmp["minigpt_tokens_per_second"] * flops_per_token(mcfg) / (peak * 1e9)
-        cmp["matmul_gflops_at_shape"] = matmul_rate_at_model_shapes(mcfg, cfg.batch_size)
-        comparisons.append(cmp)
-        print(f"{name}: MiniGPT {cmp['minigpt_tokens_per_second']:,.0f} tokens/s, "
-              f"nn.TransformerEncoderLayer {cmp['torch_encoder_tokens_per_second']:,.0f} tokens/s "
-              f"(x{cmp['speedup']:.2f}, median of paired rounds); MiniGPT MFU {100 * cmp['mfu_minigpt']:.1f}%; "
-              f"this shape's matrix products alone run at {cmp['matmul_gflops_at_shape']:.0f} GFLOP/s "
-              f"({100 * cmp['matmul_gflops_at_shape'] / peak:.0f}% of the peak)", flush=True)
-    load_after = os.getloadavg()
+    for c in comparisons:
+        print(f"{c['config_name']}: MiniGPT {c['minigpt_tokens_per_second']:,.0f} tokens/s, "
+              f"nn.TransformerEncoderLayer {c['torch_encoder_tokens_per_second']:,.0f} tokens/s "
+              f"(x{c['speedup']:.2f}, median of paired rounds); MiniGPT MFU {100 * c['mfu_minigpt']:.1f}%; "
+              f"this shape's matrix products alone: {c['matmul_gflops_at_shape']:.0f} GFLOP/s")
     print(f"load average after: {load_after[0]:.2f}")
-    # The machine's speed drifts (a virtual machine's neighbours): take the peak as the best
-    # of a measurement before and one after, and recompute the utilisations with it.
-    peak_after = matmul_peak_gflops()
-    if peak_after > peak:
-        for r in rows:
-            if "mfu" in r and r.get("matmul_peak_gflops") == peak:
-                r["mfu"] *= peak / peak_after
-                r["matmul_peak_gflops"] = peak_after
-        for c in comparisons:
-            c["mfu_minigpt"] *= peak / peak_after
-        peak = peak_after
-    print(f"fp32 matmul peak after: {peak_after:.1f} GFLOP/s; using {peak:.1f}")
     summary = {
         "machine": {"processor": platform.processor() or platform.machine(), "threads": args.threads,
                     "torch": torch.__version__, "cpu_count": os.cpu_count(),
