@@ -1,20 +1,22 @@
 """course_lib: the code behind the Understanding Transformers course.
 
-Chapters import from here instead of copying helpers from page to page:
+Chapters import from here instead of copying helpers from page to page::
 
-    from course_lib import scaled_dot_product_attention, cross_entropy, attention_heatmap
+    from course_lib import scaled_dot_product_attention, cross_entropy, attention_heatmap, glue
 
-Modules, one concept each:
+Rooms (CONTRIBUTING.md has the map and the import rules):
 
-- ``attention``: softmax, masks, scaled dot-product and multi-head attention, positions
-- ``loss``, ``lm_loss``: cross-entropy, perplexity, their gradient; language-model losses
-- ``plotting``, ``widgets``, ``glue``: the course's figures, explorers and glued numbers
-- ``rnn`` (Ch. 1), ``matrices`` (Ch. 2), ``embeddings``, ``positions``, ``rope`` (Ch. 3),
-  ``attention_scaling``, ``attention_cost`` (Ch. 4), ``handcalc``, ``worksheet``,
-  ``worked_sheets`` (Ch. 5), ``backprop``, ``optim``, ``schedule`` (Ch. 7)
-- ``corpus``, ``data``, ``model``, ``train`` (Ch. 8: the Shakespeare corpus and MiniGPT)
-- ``exercises``, ``checks``, ``grade``: exercise notebooks and their grader
-- ``colab``: the Colab set-up cells and paired notebooks; ``bench``: chapter timings
+- core, flat like nanoGPT: ``attention``, ``loss``, ``lm_loss``, ``optim``, ``schedule``,
+  ``corpus``, ``data``, ``model``, ``train``: the math a reader reuses and the model they train;
+- ``labs``: the chapters' experiments (``rnn``, ``matrices``, ``embeddings``, ``positions``,
+  ``rope``, ``attention_scaling``, ``attention_cost``, ``backprop``);
+- ``handcalc``: the float64 hand-calculation engine of Chapter 5 and its worksheets;
+- ``viz``: figures, explorers and glued numbers (``plotting``, ``widgets``, ``glue``);
+- ``grading``: the checks exercise notebooks call, and the grader (``course-grade``).
+
+Importing ``course_lib`` (or ``course_lib.model``, ``course_lib.train``) loads torch only:
+the plotting names below are resolved on first use, so a training worker or a grading kernel
+never loads matplotlib or myst-nb.
 """
 from .attention import (
     LearnedPositionalEmbedding,
@@ -28,7 +30,26 @@ from .attention import (
     split_heads,
 )
 from .loss import cross_entropy, cross_entropy_grad, log_softmax, perplexity
-from .glue import glue
-from .plotting import attention_heatmap, bar_probs, loss_curve, positional_heatmap
 
 __version__ = "0.1.0"
+
+# name -> module of the viz room, imported on first use (PEP 562)
+_LAZY = {
+    "glue": "course_lib.viz.glue",
+    "attention_heatmap": "course_lib.viz.plotting",
+    "bar_probs": "course_lib.viz.plotting",
+    "loss_curve": "course_lib.viz.plotting",
+    "positional_heatmap": "course_lib.viz.plotting",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'course_lib' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_LAZY])

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools import ROOT
 TEST_OUTPUT = ROOT / "test-output"
 SCREENSHOTS = TEST_OUTPUT / "screenshots"
 
@@ -40,7 +40,7 @@ def chromium_path() -> str | None:
 
 def toc_pages(root: Path | None = None) -> list[str]:
     """Every page in ``_toc.yml`` as its HTML path relative to the site root."""
-    from course_lib.toc import toc_files
+    from tools.toc import toc_files
 
     return [f"{name}.html" for name in toc_files(root or source_root())]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools import ROOT
 TEST_OUTPUT = ROOT / "test-output"
 BOOK_OUT = TEST_OUTPUT / "book"
 

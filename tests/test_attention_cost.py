@@ -1,4 +1,4 @@
-"""Tests for course_lib.attention_cost: sizes against real tensors, the tiled (online-softmax)
+"""Tests for course_lib.labs.attention_cost: sizes against real tensors, the tiled (online-softmax)
 attention against torch.nn.functional.scaled_dot_product_attention and autograd, and the
 memory measurement against the sizes a score matrix must have."""
 import math
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.attention_cost import (
+from course_lib.labs.attention_cost import (
     best_time,
     format_bytes,
     measure_attention_cost,

@@ -1,4 +1,4 @@
-"""Tests for course_lib.attention_scaling: the d_k experiment recomputed independently with
+"""Tests for course_lib.labs.attention_scaling: the d_k experiment recomputed independently with
 torch.nn.functional.softmax and the closed-form softmax Jacobian, and its statistics checked
 against the theory (Var(q·k) = d_k)."""
 import math
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.attention_scaling import scaling_experiment, softmax_with_temperature
+from course_lib.labs.attention_scaling import scaling_experiment, softmax_with_temperature
 
 
 def test_softmax_with_temperature_matches_torch():

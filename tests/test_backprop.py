@@ -1,11 +1,11 @@
-"""course_lib.backprop against autograd, torch.autograd.functional.jacobian, F.layer_norm and
+"""course_lib.labs.backprop against autograd, torch.autograd.functional.jacobian, F.layer_norm and
 finite differences."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 from course_lib.attention import causal_mask
-from course_lib.backprop import (
+from course_lib.labs.backprop import (
     BLOCK_KINDS,
     Block,
     attention_backward,

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.toc import toc_files
+from tools.toc import toc_files
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools import ROOT
 pytestmark = pytest.mark.slow
 
 

@@ -25,7 +25,7 @@ import pytest
 from browser_support import (CHROMIUM_ARGS, SCREENSHOTS, TEST_OUTPUT, chromium_path,
                              custom_build, html_ids, merge_report, serve, source_root,
                              toc_pages)
-from course_lib import colab
+from tools import colab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -320,7 +320,7 @@ def test_a_widget_renders(visit, site_dir, report):
     """Pages with widget state show the live controls, rendered by the site's own manager."""
     pages = [p for p in PAGES if (site_dir / p).exists()
              and WIDGET_VIEW in (site_dir / p).read_text(encoding="utf-8")]
-    assert pages, "no page in the table of contents has a widget (course_lib.widgets.explorer)"
+    assert pages, "no page in the table of contents has a widget (course_lib.viz.widgets.explorer)"
     for path in pages:
         v = visit(path)
         widget = v.page.locator(".widget-interact").first

@@ -32,9 +32,9 @@ import nbformat
 import pytest
 
 from browser_support import merge_report, run_id
-from course_lib import colab
+from tools import colab
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools import ROOT
 TEST_OUTPUT = ROOT / "test-output"
 CHAPTERS = colab.chapter_paths(ROOT)
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -50,7 +50,7 @@ def _rel(p: Path) -> str:
 def test_every_pair_and_setup_cell_is_up_to_date():
     changes = colab.sync(ROOT, check=True)
     assert not changes, (
-        "out of date (run `python -m course_lib.colab` and commit the result):\n"
+        "out of date (run `python -m tools.colab` and commit the result):\n"
         + "\n".join(f"  {_rel(c.path)}: {c.reason}" for c in changes))
 
 
@@ -69,7 +69,7 @@ def test_chapter_setup_cell_and_pair(md):
     assert "remove-cell" in first.metadata.get("tags", []), f"{_rel(md)}: set-up cell not hidden"
 
     ipynb = md.with_suffix(".ipynb")
-    assert ipynb.is_file(), f"{_rel(ipynb)} is missing: run `python -m course_lib.colab`"
+    assert ipynb.is_file(), f"{_rel(ipynb)} is missing: run `python -m tools.colab`"
     nb = nbformat.read(ipynb, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -373,7 +373,7 @@ def test_notebook_runs_in_fresh_colab(notebook, fresh_colab, tmp_path):
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    assert notebook.is_file(), f"{_rel(notebook)} is missing: run `python -m course_lib.colab`"
+    assert notebook.is_file(), f"{_rel(notebook)} is missing: run `python -m tools.colab`"
     nb = nbformat.read(notebook, as_version=4)
     for cell in nb.cells:  # start clean: a solution's stored outputs must not help it pass
         if cell.cell_type == "code":
@@ -411,4 +411,4 @@ def test_readme_colab_table_is_current():
     with contextlib.redirect_stdout(out):
         assert colab.main(["--links"]) == 0
     assert m.group(1).strip() == out.getvalue().strip(), \
-        "README's Colab table is stale: paste `python -m course_lib.colab --links` into it"
+        "README's Colab table is stale: paste `python -m tools.colab --links` into it"

@@ -5,7 +5,7 @@ from pathlib import Path
 import jupyter_book
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools import ROOT
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 _JB = Path(jupyter_book.__file__).parent
 DEFAULTS = yaml.safe_load((_JB / "default_config.yml").read_text())

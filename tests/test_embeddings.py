@@ -1,11 +1,11 @@
-"""course_lib.embeddings against torch.nn.functional and autograd."""
+"""course_lib.labs.embeddings against torch.nn.functional and autograd."""
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.embeddings import (cosine_matrix, embedding_lookup, group_similarity, one_hot,
+from course_lib.labs.embeddings import (cosine_matrix, embedding_lookup, group_similarity, one_hot,
                                    toy_skipgram_pairs, toy_vocab, train_toy_embeddings)
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.exercises import (EXERCISES, SOLUTIONS, load_spec, main as exercises_main, make_exercise,
+from tools.exercises import (EXERCISES, SOLUTIONS, load_spec, main as exercises_main, make_exercise,
                                   make_submission, validate)
-from course_lib.grade import grade_batch
+from course_lib.grading.grade import grade_batch
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools import ROOT
 STEMS = sorted(p.stem for p in SOLUTIONS.glob("*.ipynb"))
 TIME_LIMIT = 60.0
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.exercises import SOLUTIONS, load_spec, make_submission
-from course_lib.grade import grade_batch, main
+from tools.exercises import SOLUTIONS, load_spec, make_submission
+from course_lib.grading.grade import grade_batch, main
 
 STEM = "01_why_transformers"
 SOL = SOLUTIONS / f"{STEM}.ipynb"
@@ -293,7 +293,7 @@ LINT_CASES = [
 
 @pytest.mark.parametrize("code, problem", LINT_CASES)
 def test_lint(code, problem):
-    from course_lib.grade import _trusted_bindings, lint_answer
+    from course_lib.grading.grade import _trusted_bindings, lint_answer
 
     sol = _sol()
     trusted, check_only = _trusted_bindings(sol, load_spec(sol, STEM))
@@ -305,7 +305,7 @@ def test_lint(code, problem):
 
 
 def test_extraction_finds_answers_without_ids_and_ignores_trusted_copies():
-    from course_lib.grade import extract_answers
+    from course_lib.grading.grade import extract_answers
 
     sol = _sol()
     spec = load_spec(sol, STEM)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from course_lib import handcalc as hc
-from course_lib.worksheet import dot_str, fmt
+from course_lib.handcalc.worksheet import dot_str, fmt
 
 RNG = np.random.default_rng(0)
 SEQS = [(["A", "B"], "C"), (["A", "A"], "D"), (["B", "A"], "C"), (["C", "D", "A"], "B")]

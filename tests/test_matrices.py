@@ -1,10 +1,10 @@
-"""course_lib.matrices against PyTorch's operators, autograd and finite differences."""
+"""course_lib.labs.matrices against PyTorch's operators, autograd and finite differences."""
 import math
 
 import pytest
 import torch
 
-from course_lib.matrices import (cosine_similarity, matmul_backward, matmul_by_hand,
+from course_lib.labs.matrices import (cosine_similarity, matmul_backward, matmul_by_hand,
                                  matmul_entry_terms, pairwise_scores_loop, rotation_matrix)
 
 

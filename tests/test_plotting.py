@@ -1,11 +1,11 @@
-"""course_lib.plotting: one style, opaque backgrounds, readable errors."""
+"""course_lib.viz.plotting: one style, opaque backgrounds, readable errors."""
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 
-from course_lib.plotting import attention_heatmap, bar_probs, loss_curve, new_figure, positional_heatmap
+from course_lib.viz.plotting import attention_heatmap, bar_probs, loss_curve, new_figure, positional_heatmap
 from course_lib.attention import sinusoidal_positions
 
 

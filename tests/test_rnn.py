@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from course_lib.rnn import attention_gradient_norms, max_path_length, rnn_gradient_norms, sequential_steps
+from course_lib.labs.rnn import attention_gradient_norms, max_path_length, rnn_gradient_norms, sequential_steps
 
 
 def test_steps_and_paths():
@@ -27,7 +27,7 @@ def test_rnn_gradient_decays_exponentially_attention_does_not():
 
 
 def test_rnn_gradient_matches_finite_differences():
-    from course_lib.rnn import _inputs, rnn_last_state, rnn_weights
+    from course_lib.labs.rnn import _inputs, rnn_last_state, rnn_weights
 
     d, T, seed, eps = 4, 6, 3, 1e-6
     W, U = rnn_weights(d, 0.9, seed)

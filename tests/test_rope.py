@@ -1,4 +1,4 @@
-"""course_lib.rope and course_lib.positions: rotary and sinusoidal positions, checked
+"""course_lib.labs.rope and course_lib.labs.positions: rotary and sinusoidal positions, checked
 against independent implementations (complex numbers, 2x2 rotation matrices)."""
 import math
 
@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from course_lib.attention import sinusoidal_positions
-from course_lib.matrices import rotation_matrix
-from course_lib.positions import (position_similarity, sinusoidal_frequencies,
+from course_lib.labs.matrices import rotation_matrix
+from course_lib.labs.positions import (position_similarity, sinusoidal_frequencies,
                                   sinusoidal_shift_matrix)
-from course_lib.rope import apply_rope, rope_angles, rope_offset_table, rope_score
+from course_lib.labs.rope import apply_rope, rope_angles, rope_offset_table, rope_score
 
 
 def rope_complex(x, positions, base=10000.0):

@@ -17,9 +17,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.worksheet import worksheet_html, write_worksheets
+from course_lib.handcalc.sheets import write_worksheets
+from course_lib.handcalc.worksheet import worksheet_html
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools import ROOT
 PAGES = ["05_worked_examples"] + [f"worked/{p.stem}" for p in sorted((ROOT / "book" / "worked").glob("*.md"))]
 VOCAB = "ABCD"
 E = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
@@ -358,13 +359,13 @@ def test_committed_worksheets_are_up_to_date(tmp_path):
     """The HTML worksheets in book/worked/worksheets are exactly what the code generates now."""
     for path in write_worksheets(tmp_path):
         committed = ROOT / "book" / "worked" / "worksheets" / path.name
-        assert committed.exists(), f"{committed} missing: run python -m course_lib.worksheet book/worked/worksheets"
+        assert committed.exists(), f"{committed} missing: run python -m course_lib.handcalc.worksheet book/worked/worksheets"
         assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
-            f"{committed.name} is stale: run python -m course_lib.worksheet book/worked/worksheets")
+            f"{committed.name} is stale: run python -m course_lib.handcalc.worksheet book/worked/worksheets")
 
 
 def test_worksheet_has_blanks_and_key_has_answers():
-    from course_lib.worksheet import Line
+    from course_lib.handcalc.worksheet import Line
     lines = [Line("s", "1 + 1 = {}", "2")]
     assert "blank" in worksheet_html("t", "i", lines) and ">2<" not in worksheet_html("t", "i", lines)
     assert ">2<" in worksheet_html("t", "i", lines, answers=True)

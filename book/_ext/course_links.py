@@ -8,21 +8,20 @@ exercise notebook is missing.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.util import logging
 
+# The Colab URL has one home, tools/colab.py (a repository tool, beside book/).
+_REPO = Path(__file__).resolve().parents[2]
+if str(_REPO) not in sys.path:
+    sys.path.insert(0, str(_REPO))
+from tools.colab import colab_url  # noqa: E402
+
 logger = logging.getLogger(__name__)
-
-COLAB = "https://colab.research.google.com/github"
-
-
-def colab_url(repository_url: str, branch: str, path: str) -> str:
-    """Colab URL of ``path`` (relative to the repository root) on GitHub."""
-    owner_repo = repository_url.rstrip("/").removeprefix("https://github.com/")
-    return f"{COLAB}/{owner_repo}/blob/{branch}/{path}"
 
 
 def exercise_links_role(name, rawtext, text, lineno, inliner, options=None, content=None):
@@ -32,8 +31,7 @@ def exercise_links_role(name, rawtext, text, lineno, inliner, options=None, cont
     if not (Path(env.srcdir) / rel).exists():
         logger.info(f"exercise notebook {rel} does not exist yet", location=(env.docname, lineno))
         return [nodes.emphasis(text=f"(exercise notebook {rel}: coming soon)")], []
-    theme = env.config.html_theme_options
-    url = colab_url(theme.get("repository_url", ""), theme.get("repository_branch", "main"), rel)
+    url = colab_url(rel, root=Path(env.srcdir))
     colab = nodes.reference("", "Open in Colab", refuri=url, classes=["colab-link"])
     download = addnodes.download_reference(
         "", "", nodes.literal(text=f"{stem}.ipynb"), reftarget="/" + rel,

@@ -1,7 +1,7 @@
 """Grade a saved exercise notebook against its solution notebook, with nbval.
 
-    python -m course_lib.grade exercises/04_attention.ipynb        # one submission
-    python -m course_lib.grade --batch submissions/ --out grades/  # a folder, in parallel
+    python -m course_lib.grading.grade exercises/04_attention.ipynb        # one submission
+    python -m course_lib.grading.grade --batch submissions/ --out grades/  # a folder, in parallel
 
 Only the student's answer code is taken from the submission (every code cell between the
 trusted cells around each answer); it replaces the solution code in a copy of the solution
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import nbformat
 
-from .exercises import MARKER, SOLUTIONS, NotebookSpec, load_spec, meta, role, stub_answer
+from .spec import MARKER, NotebookSpec, load_spec, meta, role, stub_answer
 
 __all__ = ["grade", "grade_batch", "lint_answer", "extract_answers", "Unreadable", "main"]
 
@@ -105,6 +105,15 @@ def read_notebook(path: Path):
         if not isinstance(cell.get("source", ""), str) or cell.get("cell_type") not in ("code", "markdown", "raw"):
             raise Unreadable(f"{path}: a cell is malformed (bad source or cell_type); save it again from Jupyter.")
     return nb
+
+
+def find_solutions_dir(near: Path) -> Path:
+    """The course's ``solutions/`` folder: in the current folder, or in a folder above the
+    notebook (a clone of the course repository). ``find_solution`` explains when there is none."""
+    for base in (Path.cwd(), *Path(near).resolve().parents):
+        if (base / "solutions").is_dir():
+            return base / "solutions"
+    return Path.cwd() / "solutions"
 
 
 def find_solution(sub, path: Path, solutions_dir: Path) -> Path:
@@ -404,7 +413,7 @@ def run_nbval(nb, workdir: Path, time_limit: float, memory_mb: int, threads: int
     nbformat.write(nb, rec.parent / "graded.ipynb")  # a copy for --keep: the plugin deletes the original
     (workdir / "pytest.ini").write_text("[pytest]\naddopts =\n")
     # the plugin goes in as the folder's conftest.py, so pytest does not import course_lib (and torch)
-    shutil.copy(Path(__file__).with_name("_nbval_grading.py"), workdir / "conftest.py")
+    shutil.copy(Path(__file__).with_name("nbval_plugin.py"), workdir / "conftest.py")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            "-c", str(workdir / "pytest.ini"), "--rootdir", str(workdir), "--nbval", "--nbval-current-env",
            "--nbval-kernel-startup-timeout=180", f"--course-record={rec}", f"--course-time-limit={time_limit}",
@@ -457,14 +466,15 @@ def _check_results(ex, recs_by_id: dict[str, dict]) -> list[dict]:
     return results
 
 
-def grade(path: str | Path, solutions_dir: Path = SOLUTIONS, solution: Path | None = None,
+def grade(path: str | Path, solutions_dir: Path | None = None, solution: Path | None = None,
           time_limit: float = DEFAULT_TIME_LIMIT, memory_mb: int = DEFAULT_MEMORY_MB,
           threads: int | None = None, keep: Path | None = None) -> dict:
     """Grade one submission; returns the report (a JSON-able dict). Raises Unreadable."""
     t0 = time.monotonic()
     path = Path(path)
     sub = read_notebook(path)
-    sol_path = Path(solution) if solution else find_solution(sub, path, Path(solutions_dir))
+    solutions_dir = Path(solutions_dir) if solutions_dir else find_solutions_dir(path)
+    sol_path = Path(solution) if solution else find_solution(sub, path, solutions_dir)
     try:
         sol = nbformat.read(sol_path, as_version=4)
         spec = load_spec(sol, sol_path.stem)
@@ -635,7 +645,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", metavar="DIR", help="grade every .ipynb under DIR in parallel")
     ap.add_argument("--out", metavar="DIR", help="batch: where reports and gradebook.csv go (default DIR/_grades)")
     ap.add_argument("--report", metavar="PATH", help="single: JSON report path (default NOTEBOOK.grade.json)")
-    ap.add_argument("--solutions", metavar="DIR", default=str(SOLUTIONS), help="folder of solution notebooks")
+    ap.add_argument("--solutions", metavar="DIR", default=None,
+                    help="folder of solution notebooks (default: the solutions/ of the course clone the notebook or the current folder is in)")
     ap.add_argument("--solution", metavar="PATH", help="single: the solution notebook to grade against")
     ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, help="seconds per exercise")
     ap.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="address-space limit (0: none)")
@@ -643,7 +654,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="batch: parallel gradings (default: cores)")
     ap.add_argument("--keep", metavar="DIR", help="keep the graded notebook and pytest log here (debugging)")
     args = ap.parse_args(argv)
-    kwargs = dict(solutions_dir=Path(args.solutions), time_limit=args.time_limit, memory_mb=args.memory_mb,
+    kwargs = dict(solutions_dir=Path(args.solutions) if args.solutions else None, time_limit=args.time_limit, memory_mb=args.memory_mb,
                   threads=args.threads)
     try:
         if args.batch:

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import torch
 
-from .attention import sinusoidal_positions
+from ..attention import sinusoidal_positions
 
 __all__ = ["position_similarity", "sinusoidal_shift_matrix", "sinusoidal_frequencies"]
 

@@ -1,15 +1,19 @@
-"""The worksheets of Chapter 5, built from ``course_lib.handcalc`` (so the key cannot disagree
-with the chapter). ``all_worksheets()`` returns {stem: (title, intro, [Line, ...])};
-``course_lib.worksheet.write_worksheets`` renders them to HTML.
+"""The worksheets of Chapter 5, built from the hand-calculation engine (so the key cannot
+disagree with the chapter). ``all_worksheets()`` returns {stem: (title, intro, [Line, ...])};
+``write_worksheets(outdir)`` renders them to HTML with ``worksheet.worksheet_html``::
+
+    python -m course_lib.handcalc.sheets book/worked/worksheets
 """
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from . import handcalc as hc
-from .worksheet import Line, _op, fmt
+from . import engine as hc
+from .worksheet import Line, _op, fmt, worksheet_html
 
 INTRO = ("Setting: A=[1,0], B=[0,1], C=[1,1], D=[0,0]; W_Q = W_K = W_V = 0.1·I; "
          "W_O = [[0.1, 0, 0, 0], [0, 0, 0.1, 0]] (2×4); input [A, B], target C, learning rate 0.1; "
@@ -159,3 +163,23 @@ def all_worksheets() -> dict:
                             "of x (variance divides by 2). Blocks: h ← h + Attn(LN1(h)); "
                             "h ← h + FFN(LN2(h)), with the weights of examples 1 and 5.", ex6()),
     }
+
+
+def write_worksheets(outdir: str | Path) -> list[Path]:
+    """Write ``<stem>_worksheet.html`` and ``<stem>_answers.html`` for every example."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem, (title, intro, lines) in all_worksheets().items():
+        for answers, suffix in ((False, "worksheet"), (True, "answers")):
+            path = outdir / f"{stem}_{suffix}.html"
+            path.write_text(worksheet_html(title, intro, lines, answers), encoding="utf-8")
+            written.append(path)
+    return written
+
+
+if __name__ == "__main__":  # python -m course_lib.handcalc.sheets book/worked/worksheets
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m course_lib.handcalc.sheets OUTDIR")
+    for p in write_worksheets(sys.argv[1]):
+        print(p)

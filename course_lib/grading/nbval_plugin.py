@@ -1,4 +1,4 @@
-"""pytest plugin used by ``course_lib.grade`` next to nbval (``-p course_lib._nbval_grading``).
+"""pytest plugin used by ``course_lib.grading.grade`` next to nbval (``-p course_lib.grading.nbval_plugin``).
 
 It adds three things nbval lacks:
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .attention import softmax
+from ..attention import softmax
 
 __all__ = ["scaling_experiment", "softmax_with_temperature"]
 

@@ -1,197 +1,38 @@
-"""Exercise notebooks: the format, and the generator that writes ``exercises/`` from ``solutions/``.
+"""The generator that writes ``exercises/`` from ``solutions/`` (a repository tool).
 
-``solutions/NN_name.ipynb`` is the single source (format in ``exercises/README.md``). Each cell
-carries ``metadata["course"]`` with a ``role``:
+``solutions/NN_name.ipynb`` is the single source; the format is ``course_lib.grading.spec``
+(documented in ``exercises/README.md``). Commands::
 
-- ``setup``: trusted code run before everything (the Colab cell ``colab-setup``, imports);
-- ``answer``: the student's cell; the solution sits between ``### BEGIN SOLUTION`` and
-  ``### END SOLUTION`` and is replaced by a ``NotImplementedError("TODO ...")`` stub;
-  ``exercise``, ``points``, ``forbid`` (attribute names the answer may not use) and ``wrong``
-  (known-wrong answers with the checks they must fail);
-- ``check``: trusted code calling ``course_lib.checks``; ``checks`` (name + hint of each check)
-  is synced from the cell's source by the generator;
-- ``text``: markdown.
+    python -m tools.exercises            # sync check metadata, write exercises/*.ipynb
+    python -m tools.exercises --check    # exit 1 if anything is stale or malformed
+    python -m tools.exercises --execute  # re-execute solutions/ (refresh outputs), then write
 
-Commands::
-
-    python -m course_lib.exercises            # sync check metadata, write exercises/*.ipynb
-    python -m course_lib.exercises --check    # exit 1 if anything is stale or malformed
-    python -m course_lib.exercises --execute  # re-execute solutions/ (refresh outputs), then write
+Authoring a new notebook: build it with ``new_notebook``, ``setup_cell``, ``text_cell``,
+``answer_cell`` and ``check_cell`` (the Colab set-up cell comes from ``tools.colab``), save it
+as ``solutions/NN_name.ipynb``, then run ``python -m tools.exercises --execute NN_name``.
 """
 from __future__ import annotations
 
 import argparse
-import ast
 import copy
-import json
 import re
 import sys
 import textwrap
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-__all__ = [
-    "ROOT", "SOLUTIONS", "EXERCISES", "NotebookSpec", "Exercise", "Check", "load_spec",
-    "make_exercise", "make_submission", "stub_answer", "wrong_answer_source", "sync_checks", "validate",
-    "new_notebook", "setup_cell", "text_cell", "answer_cell", "check_cell", "colab_setup_source",
-]
+from course_lib.grading.spec import (MARKER, checks_in_source, load_spec, meta, role, slug, stub_answer,
+                                     wrong_answer_source)
 
-ROOT = Path(__file__).resolve().parents[1]
+from . import ROOT
+
+__all__ = ["SOLUTIONS", "EXERCISES", "make_exercise", "make_submission", "sync_checks", "validate",
+           "new_notebook", "setup_cell", "text_cell", "answer_cell", "check_cell", "colab_setup_cell"]
+
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
-
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-MARKER = "# EXERCISE {name}:"  # first line of every answer cell; the grader also finds answers by it
-CHECK_FUNCS = ("check_close", "check_equal", "check_true", "check_raises")
-def slug(name: str) -> str:
-    """Cell-id form of an exercise name: sequential_steps -> sequential-steps."""
-    return name.replace("_", "-")
-
-
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
-
-
-@dataclass
-class Check:
-    name: str
-    hint: str
-    cell_id: str
-
-
-@dataclass
-class Exercise:
-    name: str
-    points: float
-    answer_id: str
-    check_ids: list[str]
-    checks: list[Check]
-    forbid: list[str]
-    wrong: list[dict]
-    prev_anchor: str | None  # id of the trusted code cell before the answer (None: none)
-
-
-@dataclass
-class NotebookSpec:
-    stem: str
-    exercises: list[Exercise]
-    setup_ids: list[str]
-    trusted_ids: list[str] = field(default_factory=list)  # setup + check cells, in order
-
-    def exercise(self, name: str) -> Exercise:
-        for ex in self.exercises:
-            if ex.name == name:
-                return ex
-        raise KeyError(name)
-
-    @property
-    def max_score(self) -> float:
-        return float(sum(ex.points for ex in self.exercises))
-
-
-def role(cell) -> str | None:
-    return cell.get("metadata", {}).get("course", {}).get("role")
-
-
-def meta(cell) -> dict:
-    return cell.get("metadata", {}).get("course", {})
-
-
-# --------------------------------------------------------------------------- parsing
-def checks_in_source(source: str, cell_id: str) -> list[Check]:
-    """(name, hint) of every check_* call in a check cell, from its AST. Names and hints must be
-    string literals so the grader knows every check without running anything."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CHECK_FUNCS:
-            name = node.args[0] if node.args else None
-            hint = next((k.value for k in node.keywords if k.arg == "hint"), None)
-            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                raise ValueError(f"cell {cell_id}: every {node.func.id}(...) needs a string-literal name as its first argument.")
-            if not (isinstance(hint, ast.Constant) and isinstance(hint.value, str) and hint.value.strip()):
-                raise ValueError(f"cell {cell_id}: check {name.value!r} needs a string-literal hint=... (hints are required).")
-            found.append((node.lineno, node.col_offset, Check(name.value, hint.value, cell_id)))
-    return [c for _, _, c in sorted(found, key=lambda t: t[:2])]
-
-
-def load_spec(nb, stem: str | None = None) -> NotebookSpec:
-    """The exercises of a solution notebook, in order, from its cell metadata."""
-    stem = stem or nb.metadata.get("course", {}).get("notebook", "")
-    exercises: dict[str, Exercise] = {}
-    setup_ids, trusted = [], []
-    last_trusted = None
-    for cell in nb.cells:
-        r, m, cid = role(cell), meta(cell), cell.get("id")
-        if cell.cell_type != "code":
-            continue
-        if r == "setup":
-            setup_ids.append(cid)
-            trusted.append(cid)
-            last_trusted = cid
-        elif r == "answer":
-            name = m["exercise"]
-            exercises[name] = Exercise(name, float(m.get("points", 1)), cid, [], [], list(m.get("forbid", [])),
-                                       list(m.get("wrong", [])), last_trusted)
-        elif r == "check":
-            ex = exercises.get(m.get("exercise"))
-            if ex is None:
-                raise ValueError(f"check cell {cid} names exercise {m.get('exercise')!r}, which has no answer cell before it.")
-            ex.check_ids.append(cid)
-            ex.checks.extend(checks_in_source(cell.source, cid))
-            trusted.append(cid)
-            last_trusted = cid
-        else:
-            raise ValueError(f"code cell {cid} has no course role (setup, answer or check) in its metadata.")
-    return NotebookSpec(stem, list(exercises.values()), setup_ids, trusted)
-
-
-# --------------------------------------------------------------------------- stubs
-def _regions(source: str) -> list[tuple[int, int, str]]:
-    """(begin line, end line, indentation) of every solution region, in order."""
-    lines = source.split("\n")
-    regions, begin = [], None
-    for i, line in enumerate(lines):
-        if line.strip() == BEGIN:
-            if begin is not None:
-                raise ValueError(f"{BEGIN!r} inside another solution region.")
-            begin = i
-        elif line.strip() == END:
-            if begin is None:
-                raise ValueError(f"{END!r} without a {BEGIN!r} before it.")
-            regions.append((begin, i, lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]))
-            begin = None
-    if begin is not None or not regions:
-        raise ValueError(f"an answer cell needs one or more {BEGIN!r} ... {END!r} regions.")
-    return regions
-
-
-def _replace_regions(source: str, bodies: list[str]) -> str:
-    lines = source.split("\n")
-    regions = _regions(source)
-    if len(bodies) != len(regions):
-        raise ValueError(f"{len(bodies)} replacement(s) for {len(regions)} solution region(s).")
-    for (b, e, indent), body in reversed(list(zip(regions, bodies))):
-        new = textwrap.indent(textwrap.dedent(body).strip("\n"), indent, lambda l: True).split("\n")
-        lines[b:e + 1] = new
-    return "\n".join(lines)
-
-
-def stub_answer(source: str, exercise: str) -> str:
-    """The exercise version of an answer cell: every solution region becomes a stub."""
-    stub = f'raise NotImplementedError("TODO {exercise}: replace this line with your code")'
-    return _replace_regions(source, [stub] * len(_regions(source)))
-
-
-def wrong_answer_source(source: str, wrong: dict) -> str:
-    """The answer cell with its solution region(s) replaced by a known-wrong answer's code
-    (``code`` is a string for one region, a list of strings for several)."""
-    code = wrong["code"]
-    return _replace_regions(source, [code] if isinstance(code, str) else list(code))
-
-
-def solution_code(source: str) -> str:
-    return source
 
 
 # --------------------------------------------------------------------------- generator
@@ -282,7 +123,7 @@ def validate(nb, stem: str) -> list[str]:
             problems.append(f"{stem}: cell {cell.id} has outputs but no execution count (nbval would not compare it).")
         if cell.cell_type == "code" and role(cell) == "check":
             if cell.execution_count is None:
-                problems.append(f"{stem}: check cell {cell.id} is not executed; run `python -m course_lib.exercises --execute`.")
+                problems.append(f"{stem}: check cell {cell.id} is not executed; run `python -m tools.exercises --execute`.")
             names = [c.name for c in checks_in_source(cell.source, cell.id)]
             text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
             if text.splitlines() != [f"[PASS] {n}" for n in names]:
@@ -344,7 +185,7 @@ def execute_solution(path: Path, timeout: int = 300) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m course_lib.exercises", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.exercises", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if exercises/ or metadata are stale")
     ap.add_argument("--execute", action="store_true", help="re-execute the solution notebooks first")
     ap.add_argument("names", nargs="*", help="notebook stems (default: every solutions/*.ipynb)")
@@ -358,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         nb = nbformat.read(path, as_version=4)
         if sync_checks(nb):
             if args.check:
-                problems.append(f"{stem}: check metadata out of date; run python -m course_lib.exercises")
+                problems.append(f"{stem}: check metadata out of date; run python -m tools.exercises")
             else:
                 nbformat.write(nb, path)
         problems += validate(nb, stem)
@@ -366,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         text = dumps(make_exercise(nb))
         if args.check:
             if not out.exists() or out.read_text() != text:
-                problems.append(f"{stem}: exercises/{path.name} differs from regenerating it; run python -m course_lib.exercises")
+                problems.append(f"{stem}: exercises/{path.name} differs from regenerating it; run python -m tools.exercises")
         else:
             out.parent.mkdir(exist_ok=True)
             out.write_text(text)
@@ -377,12 +218,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # --------------------------------------------------------------------------- authoring helpers
-def colab_setup_source() -> str:
-    """The Colab set-up cell, copied from the first code cell of Chapter 1."""
-    import jupytext
+def colab_setup_cell():
+    """The Colab set-up cell (id ``colab-setup``, tag ``remove-cell``), as ``tools.colab`` writes it."""
+    from .colab import SETUP_CELL_ID, SETUP_TAG, setup_cell_source
 
-    nb = jupytext.read(ROOT / "book" / "01_why_transformers.md")
-    return next(c for c in nb.cells if c.cell_type == "code").source
+    return setup_cell(setup_cell_source(), SETUP_CELL_ID, tags=[SETUP_TAG])
 
 
 def new_notebook(stem: str, title: str):

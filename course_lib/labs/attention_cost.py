@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
-from .attention import _check_qkv, scaled_dot_product_attention
+from ..attention import _check_qkv, scaled_dot_product_attention
 
 __all__ = [
     "score_matrix_bytes",

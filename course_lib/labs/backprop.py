@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention, softmax
+from ..attention import MultiHeadAttention, softmax
 
 __all__ = [
     "softmax_jacobian",

@@ -1,4 +1,4 @@
-"""Time the execution of every chapter: ``./course bench`` (or ``python -m course_lib.bench``).
+"""Time the execution of every chapter: ``./course bench`` (or ``python -m tools.bench``).
 
 Each chapter in ``_toc.yml`` is converted with jupytext and run top to bottom in a fresh
 kernel (nbclient), as the book build does. The budget is 120 s per chapter on the course's
@@ -16,7 +16,7 @@ from pathlib import Path
 from .toc import page_path, toc_files
 
 BUDGET_S = 120.0
-ROOT = Path(__file__).resolve().parents[1]
+from . import ROOT
 
 
 def toc_pages(root: Path = ROOT) -> list[Path]:

@@ -13,7 +13,7 @@ computed by the check cell itself, on fresh inputs from :func:`randn` (a private
 generator), usually with PyTorch's own function. Verdict lines never contain raw floats,
 tensors or memory addresses, so they are identical across runs and thread counts.
 
-The grader (``course_lib.grade``) reads these lines; the exercise format is documented in
+The grader (``course_lib.grading.grade``) reads these lines; the exercise format is documented in
 ``exercises/README.md``.
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any, Callable
 import torch
 
 __all__ = ["check_close", "check_equal", "check_true", "check_raises", "randn", "randint"]
+CHECK_FUNCS = ("check_close", "check_equal", "check_true", "check_raises")  # the calls a check cell makes
 
 _MAX_CAPTURE = 20_000  # characters of student output kept while a check runs (the rest is dropped)
 

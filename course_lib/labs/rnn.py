@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .attention import causal_mask, scaled_dot_product_attention
+from ..attention import causal_mask, scaled_dot_product_attention
 
 __all__ = [
     "sequential_steps",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 __all__ = ["ROOT", "toc_files", "page_path"]
 
-ROOT = Path(__file__).resolve().parents[1]
+from . import ROOT
 
 
 def _walk(node) -> list[str]:

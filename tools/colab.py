@@ -16,10 +16,10 @@ them unpinned, so they are already satisfied.
 
 Command line::
 
-    python -m course_lib.colab            # update set-up cells and paired notebooks
-    python -m course_lib.colab --check    # exit 1 and list what is out of date (tests, CI)
-    python -m course_lib.colab --links    # Markdown table of Colab links (for the README)
-    python -m course_lib.colab book/04_attention.md   # only these chapters/notebooks
+    python -m tools.colab            # update set-up cells and paired notebooks
+    python -m tools.colab --check    # exit 1 and list what is out of date (tests, CI)
+    python -m tools.colab --links    # Markdown table of Colab links (for the README)
+    python -m tools.colab book/04_attention.md   # only these chapters/notebooks
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ __all__ = [
     "setup_cell_source", "update_chapter_md", "sync",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+from . import ROOT
 ENV_VAR = "COURSE_LIB_SOURCE"
 SETUP_CELL_ID = "colab-setup"
 SETUP_TAG = "remove-cell"
@@ -310,7 +310,7 @@ def links_markdown(root: Path = ROOT) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.colab", description=__doc__.split(
+    parser = argparse.ArgumentParser(prog="python -m tools.colab", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", type=Path, help="limit to these files")
     parser.add_argument("--check", action="store_true", help="report, change nothing; exit 1 "
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{c.path.relative_to(args.root.resolve()) if c.path.is_absolute() else c.path}"
               f" ({c.reason})")
     if args.check and changes:
-        print("Run `python -m course_lib.colab` to regenerate them, then commit the result.")
+        print("Run `python -m tools.colab` to regenerate them, then commit the result.")
         return 1
     if not changes:
         print("colab: every set-up cell and paired notebook is up to date")
