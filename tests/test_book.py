@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from tools import ROOT
 from tools.toc import toc_files
 
-from tools import ROOT
-pytestmark = pytest.mark.slow
+# Tests that take the ``built_book`` fixture (a clean build of the whole site, minutes) are
+# marked slow; the others read sources only and belong to the fast tier.
 
 
 def chapter_files() -> list[str]:
@@ -27,12 +28,14 @@ def test_toc_lists_existing_files():
     assert not missing, f"_toc.yml names files that do not exist: {missing}"
 
 
+@pytest.mark.slow
 def test_build_log_is_clean(built_book):
     log = (ROOT / "test-output" / "book-build.log").read_text()
     assert "build succeeded" in log
     assert "WARNING" not in log.split("--- stderr ---")[0].replace("[IPKernelApp] WARNING", "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", toc_files())
 def test_every_toc_page_is_built(built_book, page):
     html = built_book / "html" / f"{page}.html"
@@ -42,7 +45,9 @@ def test_every_toc_page_is_built(built_book, page):
     assert "This chapter is being written" not in text, f"{page} is still a placeholder"
 
 
-@pytest.mark.parametrize("page", [f for f in toc_files() if code_cells(ROOT / f"{f}.md")])
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [f for f in toc_files()
+                                  if (ROOT / f"{f}.md").exists() and code_cells(ROOT / f"{f}.md")])
 def test_executed_outputs_are_on_the_page(built_book, page):
     nb = json.loads((built_book / "jupyter_execute" / f"{page}.ipynb").read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]

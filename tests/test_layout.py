@@ -1,0 +1,147 @@
+"""The rooms of course_lib and who may import whom (CONTRIBUTING.md, "Rooms").
+
+- core (the modules directly in ``course_lib/``): imports only other core modules;
+- ``labs``: core and labs; ``handcalc``: handcalc only; ``viz``: core and viz;
+- ``grading``: grading only (its checks run in the student's kernel);
+- nothing in ``course_lib`` imports the repository tools (``tools/`` is not installed), and only
+  ``viz`` imports matplotlib, myst-nb or ipywidgets (IPython only inside functions).
+
+These rules are what keeps ``import course_lib.model`` light for a training worker and a grading
+kernel; the last tests check that in a fresh interpreter.
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools import ROOT
+
+ROOMS = ("labs", "handcalc", "viz", "grading")
+ALLOWED = {
+    "core": {"core"},
+    "labs": {"core", "labs"},
+    "handcalc": {"handcalc"},
+    "viz": {"core", "viz"},
+    "grading": {"grading"},
+}
+DISPLAY_LIBS = {"matplotlib", "myst_nb", "ipywidgets"}  # IPython: lazily, inside functions (checked below)
+
+
+def room_of(module: str) -> str:
+    """'course_lib.labs.rope' -> 'labs'; 'course_lib.model' -> 'core'."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ROOMS else "core"
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in a file, relative imports resolved."""
+    me = module_name(path, root)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            # each imported name may itself be a module (from .labs import rope); _resolve trims
+            found += [(node.lineno, f"{mod}.{a.name}") for a in node.names]
+    return found
+
+
+def _resolve(name: str, root: Path = ROOT) -> str:
+    """A course_lib import that names a function (from .attention import x) -> its module."""
+    parts = name.split(".")
+    while parts and not ((root.joinpath(*parts).with_suffix(".py")).exists()
+                         or (root.joinpath(*parts) / "__init__.py").exists()):
+        parts.pop()
+    return ".".join(parts)
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    """Every import in ``root/course_lib`` that breaks the rules above, as 'file:line why'."""
+    bad = []
+    for path in sorted(p for p in (root / "course_lib").rglob("*.py") if "__pycache__" not in p.parts):
+        me = module_name(path, root)
+        if me == "course_lib":
+            continue  # the package front door re-exports core names and, lazily, viz names
+        mine, where = room_of(me), path.relative_to(root)
+        for line, name in imports(path, root):
+            if name.split(".")[0] == "tools":
+                bad.append(f"{where}:{line} imports the repository tools ({name})")
+            elif name.split(".")[0] in DISPLAY_LIBS and mine != "viz":
+                bad.append(f"{where}:{line} imports {name}: display libraries belong in viz")
+            elif name.startswith("course_lib."):
+                module = _resolve(name, root)
+                if room_of(module) not in ALLOWED[mine]:
+                    bad.append(f"{where}:{line} ({mine}) imports {module} ({room_of(module)})")
+    return bad
+
+
+def test_rooms_import_only_what_they_may():
+    bad = violations()
+    assert not bad, "imports across rooms that CONTRIBUTING.md forbids:\n" + "\n".join(bad)
+
+
+def test_the_rule_checker_sees_violations(tmp_path):
+    """The checker on a made-up package: a core module importing a lab, a lab importing viz
+    through a relative import, grading importing core, and matplotlib outside viz."""
+    files = {
+        "course_lib/__init__.py": "",
+        "course_lib/model.py": "from .labs import rope\n",
+        "course_lib/attention.py": "import torch\n",
+        "course_lib/labs/__init__.py": "",
+        "course_lib/labs/rope.py": "from ..attention import x\nfrom ..viz.plotting import new_figure\n",
+        "course_lib/viz/__init__.py": "",
+        "course_lib/viz/plotting.py": "import matplotlib\nfrom ..attention import x\n",
+        "course_lib/grading/__init__.py": "",
+        "course_lib/grading/checks.py": "import matplotlib.pyplot\nfrom course_lib.model import y\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    got = violations(tmp_path)
+    assert len(got) == 4, got
+    assert any("model.py:1 (core) imports course_lib.labs.rope (labs)" in g for g in got)
+    assert any("rope.py:2 (labs) imports course_lib.viz.plotting" in g for g in got)
+    assert any("checks.py:1 imports matplotlib" in g for g in got)
+    assert any("checks.py:2 (grading) imports course_lib.model (core)" in g for g in got)
+
+
+HEAVY = ("matplotlib", "myst_nb", "nbformat", "nbval", "IPython", "ipywidgets", "pytest", "jupytext")
+
+
+@pytest.mark.parametrize("modules", [
+    ["course_lib.model", "course_lib.train", "course_lib.attention"],
+    ["course_lib"],
+    ["course_lib.grading.checks"],
+])
+def test_core_imports_load_no_display_or_notebook_stack(modules):
+    """A training worker (torchrun), a grading kernel and a plain ``import course_lib`` load
+    torch, not the plotting or notebook stack."""
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in modules)
+            + f"print(' '.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "", f"importing {modules} loaded {out.stdout.strip()}"
+
+
+def test_plotting_names_still_reachable_from_the_package():
+    """Chapters write ``from course_lib import attention_heatmap, glue``: resolved on first use."""
+    code = ("import sys, course_lib\nassert 'matplotlib' not in sys.modules\n"
+            "from course_lib import attention_heatmap, glue\nprint('matplotlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "True"
