@@ -39,7 +39,8 @@ TEST_OUTPUT = ROOT / "test-output"
 CHAPTERS = colab.chapter_paths(ROOT)
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 # What Colab already has; the fresh environment gets exactly these (pinned as in the course).
-PREINSTALLED = ["torch", "numpy", "matplotlib", "ipywidgets", "ipykernel"]
+# Colab preinstalls scikit-learn, and tokenizers with transformers (Part IV uses both).
+PREINSTALLED = ["torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "tokenizers"]
 
 
 def _rel(p: Path) -> str:
