@@ -2,7 +2,9 @@
 
 A character-level tokenizer keeps the whole pipeline visible: the vocabulary is the set of
 characters in the corpus (about 80 for Shakespeare), every token is one character, and
-decoding is exact. ``BatchSampler`` draws random windows of ``block_size + 1`` tokens; the
+decoding is exact. Any other tokenizer with ``encode(str)`` and ``decode(ids)`` (the
+byte-level BPE of ``course_lib.bpe``) plugs into the same pipeline: ``shakespeare_splits``
+takes one. ``BatchSampler`` draws random windows of ``block_size + 1`` tokens; the
 first ``block_size`` are the input, the last ``block_size`` (shifted by one) the targets.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ __all__ = [
     "BatchSampler",
     "synthetic_corpus",
     "shakespeare_splits",
+    "encode_splits",
 ]
 
 
@@ -146,11 +149,22 @@ class Splits:
     val: torch.Tensor
 
 
-def shakespeare_splits(val_fraction: float = 0.1) -> Splits:
-    """The course corpus, tokenized by characters and split 90/10 by position."""
+def encode_splits(text: str, tokenizer, val_fraction: float = 0.1) -> Splits:
+    """Split ``text`` by position (``split_text``) and encode both parts with ``tokenizer``
+    (a ``CharTokenizer``, a ``course_lib.bpe.BPETokenizer``, or anything whose ``encode``
+    returns a tensor or a list of ids). Returns 1-D int64 tensors."""
+    if not hasattr(tokenizer, "encode"):
+        raise ValueError(f"encode_splits: tokenizer must have an encode(str) method; got {type(tokenizer).__name__}.")
+    train, val = split_text(text, val_fraction)
+    as_tensor = lambda ids: torch.as_tensor(ids, dtype=torch.int64)  # noqa: E731
+    return Splits(tokenizer, as_tensor(tokenizer.encode(train)), as_tensor(tokenizer.encode(val)))
+
+
+def shakespeare_splits(val_fraction: float = 0.1, tokenizer=None) -> Splits:
+    """The course corpus, split 90/10 by position and tokenized by characters (the default)
+    or by ``tokenizer`` (e.g. a ``BPETokenizer`` trained on the training part)."""
     from .corpus import load_corpus
 
     text = load_corpus()
-    tok = CharTokenizer.from_text(text)
-    train, val = split_text(text, val_fraction)
-    return Splits(tok, tok.encode(train), tok.encode(val))
+    tok = CharTokenizer.from_text(text) if tokenizer is None else tokenizer
+    return encode_splits(text, tok, val_fraction)
