@@ -9,11 +9,14 @@ In a notebook::
 From the command line (a JSON file of ``TrainConfig`` fields)::
 
     python -m course_lib.train --config course_lib/configs/long.json --out runs/long
+    python -m course_lib.train --resume runs/long/ckpt.pt --out runs/long --max-steps 6000
     torchrun --nproc_per_node=2 -m course_lib.train --config ...   # DistributedDataParallel
 
 Under ``torchrun`` every rank samples its own batches (seed + rank), gradients are averaged by
-``DistributedDataParallel`` (NCCL on GPUs, gloo on CPUs), and only rank 0 prints and saves; the
-checkpoint holds the plain (unwrapped) model, so the single-process code loads it.
+``DistributedDataParallel`` (NCCL on GPUs, gloo on CPUs), and only rank 0 prints and writes;
+the checkpoint holds the plain (unwrapped) model, so the single-process code loads it, and the
+sampler and random-number states of every rank, so a resumed run draws, on each rank, the
+batches the uninterrupted run would have drawn.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import json
 import math
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -32,7 +36,7 @@ from .data import BatchSampler, CharTokenizer, shakespeare_splits, split_text, s
 from .model import GPTConfig, MiniGPT, flops_per_token
 from .schedule import warmup_cosine
 
-__all__ = ["TrainConfig", "History", "Trainer", "make_optimizer", "load_config", "main"]
+__all__ = ["TrainConfig", "History", "Trainer", "make_optimizer", "load_config", "load_model", "run", "main"]
 
 
 @dataclass
@@ -95,14 +99,23 @@ def load_config(path: str | Path, **overrides) -> TrainConfig:
     if "model" in overrides:
         overrides["model"] = {**data.get("model", {}), **overrides["model"]}
     data.update(overrides)
-    if "max_steps" in overrides and data.get("warmup_steps", 0) > data["max_steps"]:
-        data["warmup_steps"] = data["max_steps"]  # a shortened run keeps a valid schedule
+    _clamp_warmup(data, overrides)
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"load_config: {path} has unknown keys {unknown}; valid keys are {sorted(known)} "
                          "(the model's shape goes in the \"model\" section).")
     return TrainConfig(**data)
+
+
+def _clamp_warmup(data: dict, overrides: dict) -> None:
+    """A run shortened by a ``max_steps`` override keeps a valid schedule (warmup <= max_steps)."""
+    if "max_steps" in overrides and data.get("warmup_steps", 0) > data["max_steps"]:
+        data["warmup_steps"] = data["max_steps"]
+
+
+def _dist_ready() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
 @dataclass
@@ -240,39 +253,72 @@ class Trainer:
         return self.history
 
     # -- checkpoints ------------------------------------------------------------------------
+    def rank_state(self) -> dict:
+        """What differs between the ranks of a DDP run: the batch sampler's generator and the
+        global random-number state (dropout). One entry of the checkpoint's ``ranks`` list."""
+        return {"sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state()}
+
     def state_dict(self) -> dict:
+        """Everything ``load`` needs. Under DistributedDataParallel this is a collective call
+        (every rank must make it): it gathers every rank's ``rank_state`` into ``ranks``."""
+        mine = self.rank_state()
+        ranks = [mine]
+        if self.world_size > 1 and _dist_ready():
+            ranks = [None] * self.world_size
+            torch.distributed.all_gather_object(ranks, mine)  # ranks[r] is rank r's state
         return {
             "config": asdict(self.cfg),
             "vocab_size": self.module.cfg.vocab_size,
             "model": self.module.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "sampler": self.sampler.state_dict(),
             "step": self.step,
             "history": asdict(self.history),
-            "torch_rng": torch.get_rng_state(),
+            "world_size": self.world_size,
+            "ranks": ranks,
             "tokenizer": self.tokenizer.state_dict() if self.tokenizer is not None else None,
         }
 
     def save(self, path: str | Path) -> None:
-        """Write a checkpoint that resumes exactly (model, optimiser, sampler and RNG states)."""
+        """Write a checkpoint that resumes exactly (model, optimiser, and every rank's sampler
+        and RNG states). Under DDP every rank calls it (it gathers the ranks' states); rank 0
+        writes the file."""
+        state = self.state_dict()
         if self.rank != 0:
             return
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.state_dict(), path)
+        torch.save(state, path)
 
     @classmethod
-    def load(cls, path: str | Path, train_tokens: torch.Tensor, val_tokens: torch.Tensor) -> "Trainer":
-        """Rebuild a Trainer from ``save``; the next ``train_step`` continues as if never stopped."""
+    def load(cls, path: str | Path, train_tokens: torch.Tensor, val_tokens: torch.Tensor,
+             rank: int = 0, world_size: int = 1, **overrides) -> "Trainer":
+        """Rebuild a Trainer from ``save``; the next ``train_step`` continues as if never stopped.
+
+        ``rank``/``world_size``: this process's place in a DDP run; rank r restores the sampler
+        and RNG states that rank r saved. ``overrides`` replace settings of the checkpoint's
+        config, e.g. ``max_steps=6000`` to train on (the cosine schedule then stretches to the
+        new end, so the continuation is not the run a 6000-step config would have made)."""
         state = torch.load(path, map_location="cpu", weights_only=False)
-        cfg = TrainConfig(**state["config"])
+        data = {**state["config"], **{k: v for k, v in overrides.items() if v is not None}}
+        _clamp_warmup(data, overrides)
+        cfg = TrainConfig(**data)
         tok = CharTokenizer.from_state_dict(state["tokenizer"]) if state.get("tokenizer") else None
-        trainer = cls(cfg, train_tokens, val_tokens, state["vocab_size"], tokenizer=tok)
-        trainer.model.load_state_dict(state["model"])
+        trainer = cls(cfg, train_tokens, val_tokens, state["vocab_size"], tokenizer=tok, rank=rank,
+                      world_size=world_size)
+        trainer.module.load_state_dict(state["model"])
         trainer.optimizer.load_state_dict(state["optimizer"])
-        trainer.sampler.load_state_dict(state["sampler"])
         trainer.step = state["step"]
         trainer.history = History(**state["history"])
-        torch.set_rng_state(state["torch_rng"])
+        # checkpoints written before per-rank states held rank 0's state only
+        ranks = state.get("ranks") or [{"sampler": state["sampler"], "torch_rng": state["torch_rng"]}]
+        saved_world = state.get("world_size", len(ranks))
+        if saved_world != world_size and rank == 0:
+            warnings.warn(f"Trainer.load: the checkpoint was written by {saved_world} process(es) and is resumed "
+                          f"by {world_size}; the batches will differ from those of an uninterrupted run.",
+                          stacklevel=2)
+        if rank < len(ranks):
+            trainer.sampler.load_state_dict(ranks[rank]["sampler"])
+            torch.set_rng_state(ranks[rank]["torch_rng"])
+        # a rank the checkpoint has no state for keeps its fresh stream (seed + rank)
         return trainer
 
 
@@ -297,10 +343,19 @@ def corpus_tokens(cfg: TrainConfig) -> tuple[CharTokenizer, torch.Tensor, torch.
     return s.tokenizer, s.train, s.val
 
 
-def run(cfg: TrainConfig, out_dir: str | Path | None = None, progress: bool = True,
-        resume: str | Path | None = None) -> dict:
+def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bool = True,
+        resume: str | Path | None = None, steps: int | None = None, overrides: dict | None = None) -> dict:
     """Train ``cfg`` (under torchrun: with DistributedDataParallel), then write
-    ``out_dir/ckpt.pt`` and ``out_dir/results.json`` from rank 0. Returns the results dict."""
+    ``out_dir/ckpt.pt`` and ``out_dir/results.json`` from rank 0. Returns the results dict.
+
+    ``resume``: a checkpoint to continue from; its own config is used (``cfg`` may be None),
+    with ``overrides`` (e.g. ``{"max_steps": 6000}``) replacing its settings. ``steps``: train
+    at most this many steps in this call (then save; a later ``resume`` continues the schedule).
+    """
+    if cfg is None and resume is None:
+        raise ValueError("run: pass a TrainConfig, or a checkpoint to resume from.")
+    if resume is not None:  # the checkpoint's config decides the corpus and threads too
+        cfg = TrainConfig(**torch.load(resume, map_location="cpu", weights_only=False)["config"])
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -312,8 +367,8 @@ def run(cfg: TrainConfig, out_dir: str | Path | None = None, progress: bool = Tr
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
     tok, train, val = corpus_tokens(cfg)
     if resume:
-        trainer = Trainer.load(resume, train, val)
-        trainer.rank, trainer.world_size = rank, world_size
+        trainer = Trainer.load(resume, train, val, rank=rank, world_size=world_size, **(overrides or {}))
+        cfg = trainer.cfg  # the checkpoint's config with the overrides
     else:
         trainer = Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok, rank=rank, world_size=world_size)
     if distributed:
@@ -321,7 +376,9 @@ def run(cfg: TrainConfig, out_dir: str | Path | None = None, progress: bool = Tr
 
         trainer.model = DistributedDataParallel(trainer.module)
     t0 = time.perf_counter()
-    history = trainer.train(progress=progress)
+    history = trainer.train(steps=steps, progress=progress)
+    if not history.step or history.step[-1] != trainer.step:
+        trainer._evaluate_and_record()  # stopped between evaluations (``steps``): measure here
     wall = time.perf_counter() - t0
     mcfg = trainer.module.cfg
     final = {"train": history.train[-1], "val": history.val[-1]}
@@ -342,15 +399,15 @@ def run(cfg: TrainConfig, out_dir: str | Path | None = None, progress: bool = Tr
         "history": history.as_dict(),
         "threads": torch.get_num_threads(),
     }
+    if out_dir is not None:
+        trainer.save(Path(out_dir) / "ckpt.pt")  # every rank: it gathers the ranks' sampler states
     if rank == 0:
         gen = torch.Generator().manual_seed(0)
         start = tok.encode("\n")[None]  # (1, 1)
         sample = trainer.module.generate(start, 300, temperature=0.8, top_k=None, generator=gen)[0]
         results["sample"] = tok.decode(sample[1:])
         if out_dir is not None:
-            out_dir = Path(out_dir)
-            trainer.save(out_dir / "ckpt.pt")
-            (out_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+            (Path(out_dir) / "results.json").write_text(json.dumps(results, indent=1) + "\n")
         print(f"{cfg.name}: {trainer.step} steps, val loss {final['val']:.4f} "
               f"(perplexity {math.exp(final['val']):.3f}), {history.tokens_per_second:,.0f} tokens/s, "
               f"{history.train_seconds:.1f} s training")
@@ -364,14 +421,22 @@ def run(cfg: TrainConfig, out_dir: str | Path | None = None, progress: bool = Tr
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description="Train MiniGPT on the course corpus.")
-    p.add_argument("--config", required=True, help="JSON file of TrainConfig fields")
+    p.add_argument("--config", default=None, help="JSON file of TrainConfig fields (not needed with --resume)")
     p.add_argument("--out", default=None, help="folder for ckpt.pt and results.json")
-    p.add_argument("--max-steps", type=int, default=None, help="override max_steps")
-    p.add_argument("--resume", default=None, help="checkpoint to continue from")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="override max_steps (also on --resume: the schedule then ends at the new value)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="train at most this many steps now, then save (continue later with --resume)")
+    p.add_argument("--resume", default=None,
+                   help="checkpoint to continue from (its own config is used; --max-steps replaces its max_steps)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
-    cfg = load_config(args.config, max_steps=args.max_steps)
-    return run(cfg, args.out, progress=not args.no_progress, resume=args.resume)
+    if args.config is None and args.resume is None:
+        p.error("pass --config (a new run) or --resume (continue a checkpoint)")
+    overrides = {"max_steps": args.max_steps}
+    cfg = None if args.resume else load_config(args.config, **overrides)
+    return run(cfg, args.out, progress=not args.no_progress, resume=args.resume, steps=args.steps,
+               overrides=overrides)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,40 @@ def test_checkpoint_resume_gives_exactly_the_same_next_losses(tmp_path):
     assert tok2.chars == tok.chars and not model.training
 
 
+def test_load_restores_the_state_of_its_own_rank(tmp_path):
+    # Two trainers as the two ranks of a DDP run would have them (seed + rank samplers).
+    cfg = TrainConfig(**TINY)
+    tok, train, val = corpus_tokens(cfg)
+    ranks = [Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok, rank=r, world_size=2) for r in range(2)]
+    for t in ranks:
+        for _ in range(3):
+            t.sampler.sample(8)  # each rank has drawn 3 batches
+    state = ranks[0].state_dict()
+    state["ranks"] = [t.rank_state() for t in ranks]  # what the all_gather of a DDP save holds
+    torch.save(state, tmp_path / "ckpt.pt")
+    next_batches = [t.sampler.sample(8)[0] for t in ranks]
+    assert not torch.equal(*next_batches)  # the ranks draw different batches
+    for r in range(2):
+        resumed = Trainer.load(tmp_path / "ckpt.pt", train, val, rank=r, world_size=2)
+        assert torch.equal(resumed.sampler.sample(8)[0], next_batches[r])
+    # resumed by one process: a warning (its batches cannot match the two-process run), rank 0's stream
+    with pytest.warns(UserWarning, match="written by 2 process"):
+        single = Trainer.load(tmp_path / "ckpt.pt", train, val)
+    assert torch.equal(single.sampler.sample(8)[0], next_batches[0])
+
+
+def test_checkpoints_from_before_per_rank_states_still_load(tmp_path):
+    t = _trainer(max_steps=10)
+    t.train(steps=5, progress=False, evaluate=False)
+    state = t.state_dict()
+    old = {k: v for k, v in state.items() if k not in ("ranks", "world_size")}
+    old.update(sampler=state["ranks"][0]["sampler"], torch_rng=state["ranks"][0]["torch_rng"])
+    torch.save(old, tmp_path / "old.pt")
+    expected = t.sampler.sample(8)[0]
+    _, train, val = corpus_tokens(t.cfg)
+    assert torch.equal(Trainer.load(tmp_path / "old.pt", train, val).sampler.sample(8)[0], expected)
+
+
 def test_config_file_and_cli(tmp_path, capsys):
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps({**TINY, "max_steps": 20}))
@@ -89,9 +123,18 @@ def test_config_file_and_cli(tmp_path, capsys):
     assert saved["val_perplexity"] == pytest.approx(math.exp(saved["final_val_loss"]))
     assert isinstance(saved["sample"], str) and len(saved["sample"]) == 300
     assert "tiny: 20 steps" in capsys.readouterr().out
-    # resume the run for 10 more steps from its checkpoint
-    res2 = main(["--config", str(path), "--max-steps", "30", "--resume", str(tmp_path / "run" / "ckpt.pt"), "--no-progress"])
-    assert res2["steps"] == 20  # resume keeps the checkpoint's own config (max_steps=20): nothing left to do
+    # resume the run for 10 more steps from its checkpoint: --max-steps extends it (issue 12)
+    res2 = main(["--max-steps", "30", "--resume", str(tmp_path / "run" / "ckpt.pt"), "--out", str(tmp_path / "run"),
+                 "--no-progress"])
+    assert res2["steps"] == 30 and res2["config"]["max_steps"] == 30
+    state = torch.load(tmp_path / "run" / "ckpt.pt", weights_only=False)
+    assert state["step"] == 30 and len(state["history"]["step_loss"]) == 30
+    # the last 10 steps follow the schedule stretched to the new end
+    assert state["history"]["lr"][20:] == pytest.approx([warmup_cosine(s, 3e-3, 10, 30, 3e-4) for s in range(20, 30)])
+    res3 = main(["--resume", str(tmp_path / "run" / "ckpt.pt"), "--no-progress"])
+    assert res3["steps"] == 30  # without --max-steps the checkpoint's own (now 30) is kept: nothing left to do
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path / "x")])  # neither --config nor --resume
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"n_layers": 3}))
     with pytest.raises(ValueError, match="unknown keys"):

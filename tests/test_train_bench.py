@@ -29,6 +29,7 @@ def test_matmul_rates_are_positive_and_count_every_product():
     assert train_bench.matmul_peak_gflops(n=128, repeats=1) > 0
 
 
+@pytest.mark.slow  # trains the real baseline shape for a few steps (~9 s)
 def test_a_scaled_down_run_writes_the_table(tmp_path, capsys):
     out = tmp_path / "bench.json"
     summary = train_bench.main(["--only", "baseline", "--scale", "0.002", "--out", str(out), "--no-compare",
