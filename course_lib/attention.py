@@ -10,7 +10,8 @@ boolean mask): ``True`` means "this query may attend to this key", ``False`` mea
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 import torch
 from torch import nn
@@ -23,7 +24,11 @@ __all__ = [
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
+    "keep_attention_weights",
+    "position_frequencies",
     "sinusoidal_positions",
+    "rope_angles",
+    "apply_rope",
     "LearnedPositionalEmbedding",
 ]
 
@@ -183,8 +188,14 @@ class MultiHeadAttention(nn.Module):
         x: (B, T_q, d_model) queries (and keys/values for self-attention)
         context: (B, T_k, d_model) keys/values for cross-attention (default: x)
         key_padding_mask: (B, T_k) bool, True = real token, False = padding
-        returns out: (B, T_q, d_model); the weights of the last call are kept in
-        ``self.attn_weights``: (B, n_heads, T_q, T_k).
+        returns out: (B, T_q, d_model). While ``self.keep_weights`` is True (the default here:
+        this from-scratch layer computes the weights anyway) the weights of the last call are
+        kept in ``self.attn_weights``: (B, n_heads, T_q, T_k), detached.
+
+    The course's attention layers share this one mechanism for showing their weights:
+    ``forward`` returns only the output, and a layer whose ``keep_weights`` is True keeps its
+    last weights in ``attn_weights`` (``keep_attention_weights(model)`` switches it on for
+    every layer of a model; ``course_lib.model.CausalSelfAttention`` works the same way).
     """
 
     def __init__(self, d_model: int, n_heads: int, causal: bool = False, bias: bool = True):
@@ -199,6 +210,7 @@ class MultiHeadAttention(nn.Module):
         self.W_K = nn.Linear(d_model, d_model, bias=bias)
         self.W_V = nn.Linear(d_model, d_model, bias=bias)
         self.W_O = nn.Linear(d_model, d_model, bias=bias)
+        self.keep_weights = True
         self.attn_weights: torch.Tensor | None = None
 
     def forward(
@@ -226,8 +238,45 @@ class MultiHeadAttention(nn.Module):
             pad = key_padding_mask.bool()[:, None, None, :]  # (B, 1, 1, T_k)
             mask = pad if mask is None else mask & pad  # (B, 1, T_q, T_k)
         out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, n_heads, T_q, head_dim)
-        self.attn_weights = weights.detach()
+        self.attn_weights = weights.detach() if self.keep_weights else None
         return self.W_O(merge_heads(out))  # (B, T_q, d_model)
+
+
+@contextmanager
+def keep_attention_weights(model: nn.Module) -> Iterator[nn.Module]:
+    """Within the ``with`` block, every attention layer of ``model`` (each submodule with a
+    ``keep_weights`` attribute, the model itself included) keeps the weights of its last call
+    in ``attn_weights``; afterwards the flags are restored::
+
+        with keep_attention_weights(model):
+            model(idx)
+        weights = [block.attn.attn_weights for block in model.blocks]  # each (B, n_head, T, T)
+    """
+    layers = [m for m in model.modules() if hasattr(m, "keep_weights")]
+    before = [m.keep_weights for m in layers]
+    for m in layers:
+        m.keep_weights = True
+    try:
+        yield model
+    finally:
+        for m, b in zip(layers, before):
+            m.keep_weights = b
+
+
+def position_frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
+    """The d/2 angular frequencies ω_i = base^(-2i/d), i = 0 .. d/2 - 1, fastest first.
+
+    The one home of this formula: the sinusoidal encodings (Vaswani et al., 2017, section
+    3.5) turn dimension pair i by ω_i radians per position, and rotary embeddings (RoPE,
+    Su et al., 2021) rotate query/key pair i by the same ω_i per position.
+    Returns (d/2,) float64 (float64 so that position x frequency stays accurate for large
+    positions).
+    """
+    if d < 2 or d % 2:
+        raise ValueError(f"position_frequencies: d must be a positive even number (dimensions come in pairs); got d={d}.")
+    if base <= 1:
+        raise ValueError(f"position_frequencies: base must be > 1 so the frequencies decrease; got {base}.")
+    return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
 
 
 def sinusoidal_positions(T: int, d: int) -> torch.Tensor:
@@ -239,18 +288,59 @@ def sinusoidal_positions(T: int, d: int) -> torch.Tensor:
     if d % 2:
         raise ValueError(f"sinusoidal_positions: d must be even (sin/cos pairs); got d={d}.")
     pos = torch.arange(T, dtype=torch.float64)[:, None]  # (T, 1)
-    freq = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    freq = position_frequencies(d)  # (d/2,)
     pe = torch.empty(T, d, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(pos * freq)  # computed in float64 so large p stays accurate
     pe[:, 1::2] = torch.cos(pos * freq)
     return pe.float()
 
 
+def rope_angles(positions, d: int, base: float = 10000.0) -> torch.Tensor:
+    """Rotation angle of every (position, pair): angles[t, i] = positions[t] * ω_i.
+
+    Shapes: positions (T,) -> (T, d/2) float64 on the CPU (float64 so large positions stay
+    accurate; callers move cos/sin to their device).
+    """
+    if d < 2 or d % 2:
+        raise ValueError(f"rope_angles: d must be a positive even number (RoPE rotates pairs); got d={d}.")
+    if base <= 1:
+        raise ValueError(f"rope_angles: base must be > 1 so the frequencies decrease; got {base}.")
+    pos = torch.as_tensor(positions).detach().to("cpu", torch.float64).reshape(-1)  # (T,)
+    return pos[:, None] * position_frequencies(d, base)[None, :]  # (T, d/2)
+
+
+def apply_rope(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.Tensor:
+    """Rotary position embedding (Su et al., 2021): rotate each dimension pair (2i, 2i+1) of x
+    by the angle position * ω_i (the pairs are adjacent dimensions, as in the RoFormer paper;
+    Hugging Face's Llama pairs dimension i with i + d/2 instead, the same idea permuted).
+
+    Shapes: x (..., T, d) with d even; positions (T,) (default 0, 1, ..., T-1).
+    Returns a tensor of the same shape, dtype and device. Lengths are unchanged (a rotation).
+    """
+    if x.dim() < 2:
+        raise ValueError(
+            f"apply_rope: x must be (..., T, d), one vector per position; got shape {tuple(x.shape)}. "
+            "For a single vector use x[None] and positions=[m]."
+        )
+    T, d = x.shape[-2], x.shape[-1]
+    positions = torch.arange(T) if positions is None else torch.as_tensor(positions)
+    if positions.reshape(-1).shape[0] != T:
+        raise ValueError(f"apply_rope: need one position per row of x ({T}); got {positions.numel()}.")
+    ang = rope_angles(positions, d, base)  # (T, d/2)
+    cos = ang.cos().to(device=x.device, dtype=x.dtype)  # (T, d/2)
+    sin = ang.sin().to(device=x.device, dtype=x.dtype)  # (T, d/2)
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., T, d/2): first and second of each pair
+    # the 2x2 rotation [[c, -s], [s, c]] of every pair, interleaved back into (..., T, d)
+    return torch.stack((x_even * cos - x_odd * sin, x_even * sin + x_odd * cos), dim=-1).flatten(-2)
+
+
 class LearnedPositionalEmbedding(nn.Module):
     """A trainable table of position vectors, as in GPT-2.
 
-    ``forward(x)`` takes token vectors (B, T, d) and returns x + P[:T]: (B, T, d).
-    Sequences longer than ``max_len`` have no row in the table and raise ``ValueError``.
+    ``forward(x, start=0)`` takes token vectors (B, T, d) at positions start .. start + T - 1
+    and returns x + P[start:start + T]: (B, T, d) (``start`` > 0 when a KV cache holds the
+    earlier tokens). Positions at or past ``max_len`` have no row in the table and raise
+    ``ValueError``: learned positions cannot extrapolate.
     """
 
     def __init__(self, max_len: int, d: int):
@@ -259,11 +349,11 @@ class LearnedPositionalEmbedding(nn.Module):
         self.table = nn.Embedding(max_len, d)
         nn.init.normal_(self.table.weight, std=0.02)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         T = x.shape[1]
-        if T > self.max_len:
+        if start + T > self.max_len:
             raise ValueError(
-                f"LearnedPositionalEmbedding: sequence length {T} exceeds max_len={self.max_len}; "
-                "the table has no vector for those positions."
+                f"LearnedPositionalEmbedding: positions {start}..{start + T - 1} exceed max_len={self.max_len}; "
+                "the table has no vector for those positions (crop the context to the last max_len tokens)."
             )
-        return x + self.table(torch.arange(T, device=x.device))  # (B, T, d)
+        return x + self.table(torch.arange(start, start + T, device=x.device))  # (B, T, d)

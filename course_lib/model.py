@@ -1,27 +1,44 @@
 """MiniGPT: a decoder-only transformer language model assembled from the course's pieces.
 
-token embedding + learned positions -> n_layer pre-norm blocks -> final LayerNorm -> tied LM head
+token embedding + positions -> n_layer pre-norm blocks -> final LayerNorm -> tied LM head
 
 Each block is ``x + attn(LN(x))`` then ``x + MLP(LN(x))`` (GPT-2's pre-norm layout). Attention
 runs either through ``course_lib.attention.scaled_dot_product_attention`` (the from-scratch
-code of the attention chapter, which also returns the weights) or through PyTorch's fused
+code of the attention chapter, which also gives the weights) or through PyTorch's fused
 ``F.scaled_dot_product_attention`` (same numbers, less memory, faster); ``tests/test_model.py``
 checks that the two agree.
+
+Options of ``GPTConfig`` beyond GPT-2: ``causal=False`` (bidirectional attention, for
+encoders built from these blocks), ``n_kv_heads`` (grouped-query attention: fewer key/value
+heads, shared by groups of query heads) and ``pos="rope"`` (rotary embeddings of queries and
+keys instead of a learned position table). ``MiniGPT.forward(idx, cache=KVCache)`` runs one
+step of generation on top of the cached keys and values of the earlier tokens.
+
+Attention weights: every attention layer returns only its output; a layer whose
+``keep_weights`` is True keeps its last weights in ``attn_weights`` (the same mechanism as
+``course_lib.attention.MultiHeadAttention``). ``MiniGPT.attention_maps(idx)`` collects them.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import LearnedPositionalEmbedding, causal_mask, merge_heads, scaled_dot_product_attention, split_heads
+from .attention import (LearnedPositionalEmbedding, apply_rope, keep_attention_weights, merge_heads,
+                        scaled_dot_product_attention, split_heads)
+from .generate import generate as _generate
 
-__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "MiniGPT", "TorchEncoderGPT", "flops_per_token"]
+__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "MiniGPT", "KVCache", "LayerKV",
+           "TorchEncoderGPT", "flops_per_token", "kv_cache_bytes", "load_pretrained", "load_pretrained_info",
+           "PRETRAINED"]
 
 ATTENTION_KINDS = ("fused", "course_lib")
+POSITION_KINDS = ("learned", "rope")
 
 
 @dataclass
@@ -30,7 +47,16 @@ class GPTConfig:
     "course_lib" (the from-scratch attention of the attention chapter).
 
     ``vocab_size`` may stay None in a training config (the tokenizer decides it); ``with_vocab``
-    fills it in, and MiniGPT refuses a config without it."""
+    fills it in, and MiniGPT refuses a config without it.
+
+    ``causal``: True (a decoder: position t sees positions <= t) or False (an encoder: every
+    position sees every position). ``n_kv_heads``: number of key/value heads (None = n_head,
+    multi-head attention; 1 = multi-query attention; in between = grouped-query attention);
+    it must divide n_head. ``pos``: "learned" (a table of block_size position vectors added
+    to the tokens, GPT-2) or "rope" (queries and keys rotated by their position, Su et al.
+    2021; no table, so no parameters and no hard limit at block_size). ``rope_base``: the
+    base of RoPE's frequencies.
+    """
 
     vocab_size: int | None = None
     block_size: int = 64
@@ -40,10 +66,14 @@ class GPTConfig:
     dropout: float = 0.0
     attention: str = "fused"
     bias: bool = True  # biases in the linear layers and layer norms (GPT-2 has them)
+    causal: bool = True
+    n_kv_heads: int | None = None
+    pos: str = "learned"
+    rope_base: float = 10000.0
 
     def __post_init__(self):
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model"):
-            if name == "vocab_size" and self.vocab_size is None:
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model", "n_kv_heads"):
+            if name in ("vocab_size", "n_kv_heads") and getattr(self, name) is None:
                 continue
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"GPTConfig: {name} must be a positive integer; got {getattr(self, name)}.")
@@ -52,10 +82,33 @@ class GPTConfig:
                 f"GPTConfig: d_model={self.d_model} must be divisible by n_head={self.n_head} "
                 "(each head gets d_model // n_head dimensions)."
             )
+        if self.n_kv_heads is not None and self.n_head % self.n_kv_heads:
+            raise ValueError(
+                f"GPTConfig: n_kv_heads={self.n_kv_heads} must divide n_head={self.n_head} "
+                "(each key/value head serves an equal group of query heads)."
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPTConfig: dropout must lie in [0, 1); got {self.dropout}.")
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"GPTConfig: attention must be one of {ATTENTION_KINDS}; got {self.attention!r}.")
+        if self.pos not in POSITION_KINDS:
+            raise ValueError(f"GPTConfig: pos must be one of {POSITION_KINDS}; got {self.pos!r}.")
+        if self.pos == "rope" and (self.d_model // self.n_head) % 2:
+            raise ValueError(
+                f"GPTConfig: pos='rope' rotates pairs of dimensions, so head_dim = d_model // n_head "
+                f"must be even; got {self.d_model // self.n_head}."
+            )
+        if self.rope_base <= 1:
+            raise ValueError(f"GPTConfig: rope_base must be > 1; got {self.rope_base}.")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def kv_heads(self) -> int:
+        """The number of key/value heads (n_kv_heads, or n_head when it is None)."""
+        return self.n_head if self.n_kv_heads is None else self.n_kv_heads
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -70,38 +123,142 @@ def _require_vocab(cfg: GPTConfig) -> None:
         raise ValueError("GPTConfig.vocab_size is not set: build the model from cfg.with_vocab(tokenizer.vocab_size).")
 
 
-class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention with one fused Q/K/V projection.
+def kv_cache_bytes(n_layer: int, n_kv_heads: int, head_dim: int, tokens: int = 1, batch: int = 1,
+                   bytes_per_value: int = 4) -> int:
+    """Bytes a KV cache holds: 2 (a key and a value) x n_kv_heads x head_dim x bytes_per_value
+    per token per layer, times n_layer x tokens x batch (bytes_per_value: 4 float32, 2 bf16)."""
+    for name, v in (("n_layer", n_layer), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
+                    ("bytes_per_value", bytes_per_value)):
+        if int(v) < 1:
+            raise ValueError(f"kv_cache_bytes: {name} must be a positive integer; got {v}.")
+    if tokens < 0 or batch < 0:
+        raise ValueError(f"kv_cache_bytes: tokens and batch must be >= 0; got {tokens}, {batch}.")
+    return 2 * n_kv_heads * head_dim * bytes_per_value * n_layer * tokens * batch
 
-    One (d, 3d) matrix product instead of three (d, d) ones computes the same W_Q, W_K, W_V
-    projections as ``course_lib.attention.MultiHeadAttention`` with fewer, larger matmuls.
-    ``forward(x, need_weights)``: x (B, T, d) -> (B, T, d), and the weights (B, n_head, T, T)
-    when ``need_weights`` (always computed by the from-scratch path, which returns them).
+
+class LayerKV:
+    """The cached keys and values of one attention layer: k, v (B, n_kv_heads, T_past, head_dim).
+
+    ``update(k, v)`` appends the new tokens' keys and values (concatenating, like Hugging
+    Face's ``DynamicCache``) and returns all of them; ``crop(n)`` keeps the last n tokens.
+    """
+
+    def __init__(self):
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.k is None:
+            self.k, self.v = k, v  # (B, n_kv_heads, T, head_dim)
+        else:
+            self.k = torch.cat([self.k, k], dim=2)  # (B, n_kv_heads, T_past + T, head_dim)
+            self.v = torch.cat([self.v, v], dim=2)
+        return self.k, self.v
+
+    def crop(self, n: int) -> None:
+        if self.k is not None:
+            self.k, self.v = self.k[:, :, -n:], self.v[:, :, -n:]  # keep the last n tokens
+
+
+class KVCache:
+    """The keys and values of every layer for the tokens a model has already seen.
+
+    ``len(cache)``: the number of cached tokens. ``pos``: the position of the next token
+    (equal to ``len(cache)`` unless ``crop`` dropped the oldest tokens, which only RoPE
+    allows: its scores depend on position offsets, so a sliding window of cached keys stays
+    valid). ``nbytes()``: the memory the tensors take.
+    """
+
+    def __init__(self, n_layer: int):
+        self.layers = [LayerKV() for _ in range(n_layer)]
+        self.pos = 0
+
+    def __len__(self) -> int:
+        return len(self.layers[0])
+
+    def crop(self, n: int) -> None:
+        """Keep only the last n tokens of every layer (``pos`` keeps counting)."""
+        if n < 0:
+            raise ValueError(f"KVCache.crop: n must be >= 0; got {n}.")
+        for layer in self.layers:
+            layer.crop(n)
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for l in self.layers for t in (l.k, l.v) if t is not None)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention with one fused Q/K/V projection; causal unless
+    ``cfg.causal`` is False (then every position attends to every position: an encoder).
+
+    One (d, d + 2 n_kv head_dim) matrix product computes the W_Q, W_K, W_V projections of
+    ``course_lib.attention.MultiHeadAttention`` with fewer, larger matmuls. With
+    ``n_kv_heads`` < n_head (grouped-query attention) there are fewer key/value heads, and
+    query head h uses key/value head h // (n_head // n_kv_heads).
+
+    ``forward(x, mask=None, kv=None, positions=None)``: x (B, T, d) -> (B, T, d).
+        mask: bool, broadcastable to (B, n_head, T, T_k), True = may attend (e.g. padding
+              ``course_lib.attention.padding_mask(ids, pad)[:, None]``); combined with the
+              causal mask.
+        kv: a ``LayerKV`` holding the earlier tokens' keys and values (T_k = T_past + T);
+            the new ones are appended to it.
+        positions: (T,) positions of the tokens, needed for pos="rope".
+    While ``keep_weights`` is True the weights (B, n_head, T, T_k) of the last call are kept
+    in ``attn_weights`` (the from-scratch path computes them).
     """
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.n_head, self.d_model, self.kind = cfg.n_head, cfg.d_model, cfg.attention
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.n_head, self.n_kv, self.d_model, self.kind = cfg.n_head, cfg.kv_heads, cfg.d_model, cfg.attention
+        self.head_dim, self.causal = cfg.head_dim, cfg.causal
+        self.rope_base = cfg.rope_base if cfg.pos == "rope" else None
+        self.qkv = nn.Linear(cfg.d_model, cfg.d_model + 2 * self.n_kv * self.head_dim, bias=cfg.bias)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.dropout = cfg.dropout
         self.resid_drop = nn.Dropout(cfg.dropout)
+        self.keep_weights = False
+        self.attn_weights: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, need_weights: bool = False):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, kv: LayerKV | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
         B, T, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=2)  # 3 x (B, T, d)
-        q, k, v = (split_heads(t, self.n_head) for t in (q, k, v))  # (B, n_head, T, head_dim)
-        weights = None
-        if self.kind == "course_lib" or need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, causal_mask(T, device=x.device))  # (B, n_head, T, head_dim)
+        kv_dim = self.n_kv * self.head_dim
+        q, k, v = self.qkv(x).split([d, kv_dim, kv_dim], dim=2)  # (B, T, d), 2 x (B, T, kv_dim)
+        q = split_heads(q, self.n_head)  # (B, n_head, T, head_dim)
+        k, v = split_heads(k, self.n_kv), split_heads(v, self.n_kv)  # (B, n_kv, T, head_dim)
+        if self.rope_base is not None:
+            if positions is None:
+                positions = torch.arange(T)
+            q = apply_rope(q, positions, self.rope_base)  # rotated by position: scores see only offsets
+            k = apply_rope(k, positions, self.rope_base)
+        T_past = 0
+        if kv is not None:
+            T_past = len(kv)
+            k, v = kv.update(k, v)  # (B, n_kv, T_past + T, head_dim): only the new tokens were computed
+        if self.n_kv != self.n_head:
+            # each key/value head serves n_head // n_kv query heads (Llama's repeat_kv)
+            k = k.repeat_interleave(self.n_head // self.n_kv, dim=1)  # (B, n_head, T_k, head_dim)
+            v = v.repeat_interleave(self.n_head // self.n_kv, dim=1)
+        T_k = k.shape[2]
+        allowed = mask
+        if self.causal and (T_past > 0 or mask is not None or self.kind == "course_lib" or self.keep_weights):
+            # query i sits at position T_past + i and may see keys 0 .. T_past + i
+            tri = torch.arange(T, device=x.device)[:, None] + T_past >= torch.arange(T_k, device=x.device)[None, :]  # (T, T_k)
+            allowed = tri if mask is None else tri & mask
+        if self.kind == "course_lib" or self.keep_weights:
             if self.training and self.dropout > 0:
                 raise ValueError("CausalSelfAttention: attention dropout is only implemented on the fused path.")
+            out, weights = scaled_dot_product_attention(q, k, v, allowed)  # (B, n_head, T, head_dim)
+            self.attn_weights = weights.detach() if self.keep_weights else None
         else:
             out = F.scaled_dot_product_attention(
-                q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+                q, k, v, attn_mask=allowed, is_causal=self.causal and allowed is None,
+                dropout_p=self.dropout if self.training else 0.0,
             )  # (B, n_head, T, head_dim)
-        out = self.resid_drop(self.proj(merge_heads(out)))  # (B, T, d)
-        return out, weights
+        return self.resid_drop(self.proj(merge_heads(out)))  # (B, T, d)
 
 
 class MLP(nn.Module):
@@ -118,7 +275,12 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: x + attn(LN(x)), then x + MLP(LN(x))."""
+    """Pre-norm transformer block: x + attn(LN(x)), then x + MLP(LN(x)).
+
+    ``forward(x, mask=None, kv=None, positions=None)``: (B, T, d) -> (B, T, d); the optional
+    arguments go to the attention (see ``CausalSelfAttention``). ``GPTConfig(causal=False)``
+    makes it an encoder block (bidirectional attention).
+    """
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -127,20 +289,22 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, need_weights: bool = False):
-        a, weights = self.attn(self.ln1(x), need_weights)
-        x = x + a  # (B, T, d): the residual stream carries everything forward
-        x = x + self.mlp(self.ln2(x))  # (B, T, d)
-        return x, weights
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, kv: LayerKV | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), mask, kv, positions)  # (B, T, d): the residual stream carries everything forward
+        return x + self.mlp(self.ln2(x))  # (B, T, d)
 
 
 class MiniGPT(nn.Module):
     """A GPT-2-style character (or token) language model.
 
-    ``forward(idx, targets=None, return_attention=False)``:
-        idx (B, T) int64 with T <= block_size; targets (B, T) or None
-        returns (logits (B, T, V), loss or None), plus a list of n_layer attention weights
-        (B, n_head, T, T) when ``return_attention``.
+    ``forward(idx, targets=None, cache=None)``:
+        idx (B, T) int64; targets (B, T) or None; cache a ``KVCache`` (from ``new_cache()``)
+        holding the earlier tokens, or None. The cached and new tokens together must fit in
+        block_size.
+        returns (logits (B, T, V), loss or None).
+    ``attention_maps(idx)``: the n_layer attention weights (B, n_head, T, T).
+    ``generate(idx, max_new_tokens, ...)``: see ``course_lib.generate.generate``.
     """
 
     def __init__(self, cfg: GPTConfig):
@@ -148,7 +312,7 @@ class MiniGPT(nn.Module):
         _require_vocab(cfg)
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
+        self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model) if cfg.pos == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
@@ -175,30 +339,49 @@ class MiniGPT(nn.Module):
         out the position table (and the token table, which the head shares, stays in: it is
         also the output matrix)."""
         n = sum(p.numel() for p in self.parameters())
-        if non_embedding:
+        if non_embedding and self.pos_emb is not None:
             n -= self.pos_emb.table.weight.numel()
         return n
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_attention: bool = False):
+    def new_cache(self) -> KVCache:
+        """An empty KV cache for ``forward(..., cache=...)`` (one slot per layer)."""
+        return KVCache(self.cfg.n_layer)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None):
         if idx.dim() != 2:
             raise ValueError(f"MiniGPT: idx must be (B, T) token ids; got shape {tuple(idx.shape)}.")
-        if idx.shape[1] > self.cfg.block_size:
+        T = idx.shape[1]
+        past = 0 if cache is None else len(cache)
+        if past + T > self.cfg.block_size:
             raise ValueError(
-                f"MiniGPT: sequence length {idx.shape[1]} exceeds block_size={self.cfg.block_size}; "
-                "crop the context to the last block_size tokens."
+                f"MiniGPT: sequence length {past + T} ({past} cached + {T} new) exceeds "
+                f"block_size={self.cfg.block_size}; crop the context to the last block_size tokens."
             )
-        x = self.drop(self.pos_emb(self.tok_emb(idx)))  # (B, T, d)
-        attentions = []
-        for block in self.blocks:
-            x, w = block(x, need_weights=return_attention)  # (B, T, d)
-            attentions.append(w)
+        start = 0 if cache is None else cache.pos  # position of idx[:, 0]
+        x = self.tok_emb(idx)  # (B, T, d)
+        positions = None
+        if self.pos_emb is not None:
+            x = self.pos_emb(x, start)  # (B, T, d): token vector + position vector
+        else:
+            positions = torch.arange(start, start + T)  # (T,): RoPE rotates q and k inside attention
+        x = self.drop(x)
+        layers = [None] * len(self.blocks) if cache is None else cache.layers
+        for block, kv in zip(self.blocks, layers):
+            x = block(x, kv=kv, positions=positions)  # (B, T, d)
+        if cache is not None:
+            cache.pos += T
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
-        if return_attention:
-            return logits, loss, attentions
         return logits, loss
+
+    @torch.no_grad()
+    def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:
+        """The attention weights of every layer for idx (B, T): n_layer x (B, n_head, T, T)."""
+        with keep_attention_weights(self):
+            self(idx)
+        return [block.attn.attn_weights for block in self.blocks]
 
     @torch.no_grad()
     def generate(
@@ -208,33 +391,21 @@ class MiniGPT(nn.Module):
         temperature: float = 1.0,
         top_k: int | None = None,
         generator: torch.Generator | None = None,
+        top_p: float | None = None,
+        repetition_penalty: float = 1.0,
+        use_cache: bool = True,
     ) -> torch.Tensor:
         """Continue idx (B, T) by ``max_new_tokens`` sampled tokens; returns (B, T + max_new_tokens).
 
         temperature divides the logits (below 1 sharpens, above 1 flattens; 0 means always the
-        most likely token); top_k keeps only the k most likely tokens before sampling.
+        most likely token); top_k keeps only the k most likely tokens before sampling; top_p
+        the smallest set of most likely tokens whose probability reaches p; a
+        repetition_penalty > 1 makes tokens already in the sequence less likely. With
+        ``use_cache`` the keys and values of earlier tokens are reused (the same logits, to
+        float rounding, in a fraction of the time). See ``course_lib.generate``.
         """
-        if temperature < 0:
-            raise ValueError(f"generate: temperature must be >= 0 (0 = greedy); got {temperature}.")
-        if top_k is not None and not 1 <= top_k <= self.cfg.vocab_size:
-            raise ValueError(f"generate: top_k must lie in [1, {self.cfg.vocab_size}] or be None; got {top_k}.")
-        was_training = self.training
-        self.eval()
-        for _ in range(max_new_tokens):
-            context = idx[:, -self.cfg.block_size:]  # (B, <= block_size)
-            logits = self(context)[0][:, -1, :]  # (B, V): the prediction for the next token
-            if temperature == 0:
-                nxt = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
-            else:
-                logits = logits / temperature
-                if top_k is not None:
-                    kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                probs = F.softmax(logits, dim=-1)  # (B, V)
-                nxt = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
-            idx = torch.cat([idx, nxt], dim=1)
-        self.train(was_training)
-        return idx
+        return _generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                         repetition_penalty=repetition_penalty, generator=generator, use_cache=use_cache)
 
 
 def flops_per_token(cfg: GPTConfig, n_matmul_params: int | None = None) -> float:
@@ -245,7 +416,8 @@ def flops_per_token(cfg: GPTConfig, n_matmul_params: int | None = None) -> float
     """
     d, L, V, T = cfg.d_model, cfg.n_layer, cfg.vocab_size, cfg.block_size
     if n_matmul_params is None:
-        n_matmul_params = L * (3 * d * d + d * d + 8 * d * d) + V * d  # blocks + LM head
+        qkv = d * (d + 2 * cfg.kv_heads * cfg.head_dim)  # 3 d^2 unless grouped-query attention
+        n_matmul_params = L * (qkv + d * d + 8 * d * d) + V * d  # blocks + LM head
     return 6.0 * n_matmul_params + 12.0 * L * d * T
 
 
@@ -282,3 +454,48 @@ class TorchEncoderGPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
         return logits, loss
+
+
+# The course's pretrained MiniGPT (Part IV starts from it): see course_lib/checkpoints/README.md.
+PRETRAINED = {
+    "chapter": Path(__file__).parent / "checkpoints" / "chapter.pt",
+}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_pretrained(name: str = "chapter", verify: bool = True):
+    """The course's pretrained model (eval mode) and its tokenizer: ``model, tok = load_pretrained()``.
+
+    ``chapter``: the Chapter 8 shape (course_lib/configs/chapter.json) trained on the
+    Shakespeare corpus by ``python -m course_lib.train``. With ``verify`` the file's sha256 is
+    checked against ``course_lib/checkpoints/<name>.sha256`` (a corrupted or Git-LFS-pointer
+    file raises ValueError instead of loading garbage). The checkpoint also holds
+    ``val_loss``, the validation loss recorded when it was made (``load_pretrained_info``).
+    """
+    from .data import CharTokenizer  # imported here: the model module stays light
+
+    state = load_pretrained_info(name, verify)
+    cfg = GPTConfig(**state["config"]["model"]).with_vocab(state["vocab_size"])
+    model = MiniGPT(cfg)
+    model.load_state_dict(state["model"])
+    return model.eval(), CharTokenizer.from_state_dict(state["tokenizer"])
+
+
+def load_pretrained_info(name: str = "chapter", verify: bool = True) -> dict:
+    """The raw checkpoint dict of a pretrained model (config, vocab_size, model, tokenizer,
+    val_loss, command); see ``load_pretrained``."""
+    if name not in PRETRAINED:
+        raise ValueError(f"load_pretrained: unknown model {name!r}; available: {sorted(PRETRAINED)}.")
+    path = PRETRAINED[name]
+    if not path.exists():
+        raise ValueError(f"load_pretrained: {path} is missing; reinstall course_lib from the repository.")
+    if verify:
+        want = path.with_suffix(".sha256").read_text().split()[0]
+        got = _sha256(path)
+        if got != want:
+            raise ValueError(f"load_pretrained: {path} has sha256 {got}, expected {want}: the file is damaged "
+                             "(or a Git LFS pointer); fetch it again from the repository.")
+    return torch.load(path, map_location="cpu", weights_only=False)

@@ -45,9 +45,10 @@ def test_attention_matches_course_lib_multihead_attention():
             lin.weight.copy_(w)
             lin.bias.copy_(b)
     x = torch.randn(2, 9, 32)
-    out, w = ours(x, need_weights=True)
+    ours.keep_weights = True
+    out = ours(x)
     torch.testing.assert_close(out, ref(x), rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(w, ref.attn_weights, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ours.attn_weights, ref.attn_weights, rtol=1e-5, atol=1e-6)
 
 
 def test_causality_future_tokens_do_not_change_past_logits():
@@ -120,7 +121,8 @@ def test_init_scales_residual_projections():
 
 def test_attention_weights_out_are_causal_distributions():
     model = _model()
-    _, _, atts = model(torch.randint(23, (2, 10)), return_attention=True)
+    atts = model.attention_maps(torch.randint(23, (2, 10)))
+    assert all(b.attn.keep_weights is False for b in model.blocks)  # the flags are restored
     assert len(atts) == 2 and atts[0].shape == (2, 4, 10, 10)
     torch.testing.assert_close(atts[1].sum(-1), torch.ones(2, 4, 10))
     assert (atts[0].triu(diagonal=1) == 0).all()
@@ -154,3 +156,140 @@ def test_bad_configs_and_inputs_raise_clear_errors():
         GPTConfig(vocab_size=10, attention="flash")
     with pytest.raises(ValueError, match="block_size"):
         _model()(torch.zeros(1, 17, dtype=torch.long))
+
+
+# -- encoder option, grouped-query attention, RoPE, KV cache ------------------------------------
+
+def test_bidirectional_block_sees_later_tokens_causal_does_not():
+    """causal=False (an encoder): the output at position 0 depends on later tokens."""
+    x = torch.randn(2, 7, 32, generator=torch.Generator().manual_seed(3))
+    changed = x.clone()
+    changed[:, 4:] = torch.randn(2, 3, 32, generator=torch.Generator().manual_seed(4))
+    from course_lib.model import Block
+    for causal in (True, False):
+        torch.manual_seed(0)
+        block = Block(GPTConfig(**CFG, causal=causal)).eval()
+        same = torch.allclose(block(x)[:, 0], block(changed)[:, 0], atol=1e-6)
+        assert same == causal
+
+
+@pytest.mark.parametrize("kind", ["fused", "course_lib"])
+def test_bidirectional_attention_matches_torch_multihead_attention(kind):
+    cfg = GPTConfig(**CFG, causal=False, attention=kind)
+    torch.manual_seed(0)
+    ours = CausalSelfAttention(cfg)
+    ref = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(ours.qkv.weight)
+        ref.in_proj_bias.copy_(ours.qkv.bias)
+        ref.out_proj.load_state_dict(ours.proj.state_dict())
+    x = torch.randn(2, 9, 32)
+    keep = torch.tensor([[True] * 9, [True] * 5 + [False] * 4])  # (B, T_k): padding in the second row
+    torch.testing.assert_close(ours(x, mask=keep[:, None, None, :])[:, :5], ref(x, x, x, key_padding_mask=~keep)[0][:, :5],
+                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ours(x), ref(x, x, x, need_weights=False)[0], rtol=1e-5, atol=1e-6)
+
+
+def _gqa_as_mha(gqa: MiniGPT) -> MiniGPT:
+    """The multi-head model that computes what the grouped-query model computes: every query
+    head gets its own copy of its group's key/value projection."""
+    cfg = gqa.cfg
+    mha = MiniGPT(GPTConfig(**{**cfg.to_dict(), "n_kv_heads": None}))
+    state = gqa.state_dict()
+    d, hd, H, Hkv = cfg.d_model, cfg.head_dim, cfg.n_head, cfg.kv_heads
+    for i in range(cfg.n_layer):
+        for kind in ("weight", "bias"):
+            key = f"blocks.{i}.attn.qkv.{kind}"
+            if key not in state:
+                continue
+            w = state[key]
+            q, k, v = w[:d], w[d:d + Hkv * hd], w[d + Hkv * hd:]
+            rep = lambda t: t.reshape(Hkv, hd, *t.shape[1:]).repeat_interleave(H // Hkv, dim=0).reshape(H * hd, *t.shape[1:])
+            state[key] = torch.cat([q, rep(k), rep(v)])
+    mha.load_state_dict(state)
+    return mha
+
+
+@pytest.mark.parametrize("n_kv", [1, 2])
+@pytest.mark.parametrize("kind", ["fused", "course_lib"])
+def test_grouped_query_attention_equals_mha_with_shared_key_value_heads(n_kv, kind):
+    gqa = _model(n_kv_heads=n_kv, attention=kind).eval()
+    assert gqa.blocks[0].attn.qkv.weight.shape == (32 + 2 * n_kv * 8, 32)
+    idx = torch.randint(23, (2, 12))
+    torch.testing.assert_close(gqa(idx)[0], _gqa_as_mha(gqa).eval()(idx)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_n_kv_heads_equal_to_n_head_is_multi_head_attention():
+    mha, same = _model(), _model(n_kv_heads=4)
+    same.load_state_dict(mha.state_dict())  # same parameter shapes and names
+    idx = torch.randint(23, (2, 12))
+    torch.testing.assert_close(mha(idx)[0], same(idx)[0])
+    assert flops_per_token(mha.cfg) == flops_per_token(same.cfg)
+    small = GPTConfig(**CFG, n_kv_heads=1)
+    d, L = 32, 2
+    assert flops_per_token(small) == flops_per_token(mha.cfg) - 6 * L * d * 2 * (d - 8)
+
+
+def test_rope_model_scores_depend_only_on_offsets():
+    """With pos='rope' shifting every position by the same amount changes no logit."""
+    model = _model(pos="rope").eval()
+    assert model.pos_emb is None
+    idx = torch.randint(23, (2, 10))
+    cache = model.new_cache()
+    cache.pos = 37  # pretend 37 tokens came (and left) before: positions 37..46
+    torch.testing.assert_close(model(idx)[0], model(idx, cache=cache)[0], rtol=1e-5, atol=1e-5)
+    learned = _model().eval()
+    cache = learned.new_cache()
+    cache.pos = 3
+    assert not torch.allclose(learned(idx)[0], learned(idx, cache=cache)[0], atol=1e-4)
+
+
+def test_rope_attention_matches_rotated_reference():
+    """The model's RoPE path = rotate q and k with course_lib.labs.rope's apply_rope, then attend."""
+    from course_lib.labs.rope import apply_rope
+    cfg = GPTConfig(**CFG, pos="rope")
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(cfg)
+    x = torch.randn(2, 9, 32)
+    q, k, v = attn.qkv(x).split(32, dim=2)
+    heads = lambda t: t.view(2, 9, 4, 8).transpose(1, 2)  # (B, H, T, hd)
+    q, k = apply_rope(heads(q)), apply_rope(heads(k))
+    out = F.scaled_dot_product_attention(q, k, heads(v), is_causal=True).transpose(1, 2).reshape(2, 9, 32)
+    torch.testing.assert_close(attn(x), attn.proj(out), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kw", [{}, {"pos": "rope"}, {"n_kv_heads": 2}, {"attention": "course_lib"},
+                                {"pos": "rope", "n_kv_heads": 1}])
+def test_kv_cache_forward_equals_full_forward_token_by_token(kw):
+    model = _model(**kw).eval()
+    idx = torch.randint(23, (2, 16))
+    full = model(idx)[0]  # (2, 16, V)
+    cache = model.new_cache()
+    pieces = [model(idx[:, :5], cache=cache)[0]]  # a 5-token prompt, then one token at a time
+    for t in range(5, 16):
+        pieces.append(model(idx[:, t:t + 1], cache=cache)[0])
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
+    assert len(cache) == 16 and cache.pos == 16
+    hd, n_kv = 8, model.cfg.kv_heads
+    assert cache.nbytes() == 2 * 2 * n_kv * hd * 4 * 16 * 2  # layers x (k, v) x B x n_kv x hd x bytes x T
+    with pytest.raises(ValueError, match="block_size"):
+        model(idx[:, :1], cache=cache)
+
+
+def test_kv_cache_bytes_formula():
+    from course_lib.model import kv_cache_bytes
+    model = _model(n_kv_heads=2).eval()
+    cache = model.new_cache()
+    model(torch.randint(23, (3, 11)), cache=cache)
+    assert cache.nbytes() == kv_cache_bytes(2, 2, 8, tokens=11, batch=3)
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        kv_cache_bytes(2, 0, 8)
+
+
+def test_new_config_options_reject_bad_values():
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        GPTConfig(**CFG, n_kv_heads=3)
+    with pytest.raises(ValueError, match="pos"):
+        GPTConfig(**CFG, pos="alibi")
+    with pytest.raises(ValueError, match="even"):
+        GPTConfig(vocab_size=10, d_model=12, n_head=4, pos="rope")

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import torch
 
-from ..attention import sinusoidal_positions
+from ..attention import position_frequencies, sinusoidal_positions
 
 __all__ = ["position_similarity", "sinusoidal_shift_matrix", "sinusoidal_frequencies"]
 
@@ -20,11 +20,10 @@ __all__ = ["position_similarity", "sinusoidal_shift_matrix", "sinusoidal_frequen
 def sinusoidal_frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
     """The d/2 angular frequencies ω_i = base^(-2i/d) of the sin/cos pairs, fastest first.
 
-    Returns (d/2,) float64. Dimension pair i turns by ω_i radians per position.
+    Returns (d/2,) float64. Dimension pair i turns by ω_i radians per position. The formula
+    is ``course_lib.attention.position_frequencies`` (shared with RoPE).
     """
-    if d < 2 or d % 2:
-        raise ValueError(f"sinusoidal_frequencies: d must be a positive even number (sin/cos pairs); got d={d}.")
-    return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    return position_frequencies(d, base)  # (d/2,)
 
 
 def position_similarity(d: int, offsets: Sequence[int], p: int = 0) -> torch.Tensor:
