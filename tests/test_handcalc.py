@@ -268,3 +268,30 @@ def test_formatting():
     assert fmt(0.0070710678) == "0.007071" and fmt(0) == "0.0" and fmt(-0.75) == "\u22120.75"
     assert fmt(0.1) == "0.1" and fmt(1.0) == "1.0"
     assert dot_str([0.0, 0.1], [0.1, 0.0]) == "0.0×0.1 + 0.1×0.0 = 0.0"
+
+
+def test_train_transformer_matches_torch_adamw_and_finds_the_first_learned_step():
+    """train_transformer (Chapter 5.6's loop) against torch.optim.AdamW on the autograd model."""
+    steps = 60
+    params, history, first = hc.train_transformer(hc.transformer_init(), steps=steps, lr=0.01, weight_decay=0.01)
+    model = TorchTransformer(hc.transformer_init())
+    decay = [v for k, v in model.p.items() if "W" in k]
+    rest = [v for k, v in model.p.items() if "W" not in k]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
+                            lr=0.01)
+    torch_history, torch_first = [], None
+    for step in range(steps + 1):
+        with torch.no_grad():  # prediction = the target with the lowest loss
+            predicted = [min(hc.VOCAB, key=lambda c: model(t, c).item()) for t, _ in hc.PATTERNS]
+        if torch_first is None and predicted == [y for _, y in hc.PATTERNS]:
+            torch_first = step
+        loss = sum(model(t, y) for t, y in hc.PATTERNS) / 3
+        torch_history.append(loss.item())
+        if step < steps:
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    np.testing.assert_allclose(history, torch_history, rtol=1e-9)
+    assert first == (torch_first if torch_first is not None and torch_first < steps else None)
+    for k, v in params.items():
+        np.testing.assert_allclose(v, model.p[k.replace(".", "_")].detach().numpy(), rtol=1e-9, atol=1e-12, err_msg=k)

@@ -61,3 +61,112 @@ def test_new_figure_is_opaque():
     fig, ax = new_figure()
     assert fig.patch.get_alpha() == 1.0
     plt.close(fig)
+
+
+def test_line_plot_draws_each_curve_on_its_axes():
+    from course_lib.viz.plotting import line_plot
+
+    fig = line_plot({"a": [1.0, 2.0, 4.0], "b": torch.tensor([1.0, 0.5, 0.25])}, x=[1, 2, 4],
+                    xlog=2, ylog=2, markers=["o", "s"], hline=1.0, vlines=[2], xlabel="T", ylabel="y")
+    _assert_course_figure(fig)
+    ax = fig.axes[0]
+    lines = [l for l in ax.get_lines() if l.get_label() in ("a", "b")]
+    assert [l.get_label() for l in lines] == ["a", "b"]
+    assert [l.get_marker() for l in lines] == ["o", "s"]
+    np.testing.assert_allclose(lines[1].get_ydata(), [1.0, 0.5, 0.25])
+    np.testing.assert_allclose(lines[0].get_xdata(), [1, 2, 4])
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_legend() is not None  # two labelled curves
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("T", "y")
+
+
+def test_line_plot_curve_with_its_own_x_and_errors():
+    from course_lib.viz.plotting import line_plot
+
+    fig, ax = new_figure()
+    out = line_plot({"curve": [0.0, 1.0, 4.0], "point": ([1.5], [2.0])}, ax=ax, legend=False)
+    assert out is ax and ax.get_legend() is None
+    point = [l for l in ax.get_lines() if l.get_label() == "point"][0]
+    np.testing.assert_allclose(point.get_xdata(), [1.5])
+    plt.close(fig)
+    with pytest.raises(ValueError, match="empty"):
+        line_plot({})
+    with pytest.raises(ValueError, match="markers for 2 curves"):
+        line_plot({"a": [1, 2], "b": [1, 2]}, markers=["o"])
+    with pytest.raises(ValueError, match="y values for"):
+        line_plot({"a": [1, 2, 3]}, x=[0, 1])
+
+
+def test_line_panels_fills_the_grid_with_shared_keywords():
+    from course_lib.viz.plotting import line_panels
+
+    fig = line_panels([{"curves": {"a": [1, 2]}, "title": "one"}, {"curves": {"a": [2, 1]}, "title": "two"},
+                       {"curves": {"a": [3, 3]}}, {"curves": {"a": [0, 1]}, "xlabel": "own"}],
+                      nrows=2, x=[1, 2], xlabel="shared")
+    _assert_course_figure(fig)
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["one", "two"]
+    assert [ax.get_xlabel() for ax in fig.axes] == ["shared", "shared", "shared", "own"]
+    with pytest.raises(ValueError, match="do not fill 2 rows"):
+        line_panels([{"curves": {"a": [1]}}], nrows=2)
+
+
+def test_vector_plot_arrows_points_and_labels():
+    from course_lib.viz.plotting import vector_plot
+
+    fig = vector_plot([("cat", torch.tensor([1.0, 0.1]), "C0"), ("", [0.0, 1.0], "C1")],
+                      faded=[([1.0, 0.0], "C0")], unit_circle=True, lim=1.4, title="t")
+    _assert_course_figure(fig)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts if t.get_text()] == ["cat"]
+    assert len(ax.patches) == 1 and ax.get_xlim() == (-1.4, 1.4)
+    fig = vector_plot([("a", [0.5, 0.5], "C0")], arrows=False, points=True, lim=(-0.05, 1.1))
+    dots = [l for l in fig.axes[0].get_lines() if l.get_marker() == "o"]
+    np.testing.assert_allclose(dots[0].get_xydata(), [[0.5, 0.5]])
+    with pytest.raises(ValueError, match="two coordinates"):
+        vector_plot([("3d", [1.0, 2.0, 3.0], "C0")])
+
+
+def test_matrix_panels_one_heatmap_per_matrix():
+    from course_lib.viz.plotting import matrix_panels
+
+    mask = torch.ones(3, 3).tril().bool()
+    fig = matrix_panels([mask, torch.eye(3)], ["causal", "eye"], labels=["a", "b", "c"], cell_lines=True,
+                        colorbar=True)
+    _assert_course_figure(fig)
+    images = [ax.get_images()[0].get_array() for ax in fig.axes[:2]]
+    np.testing.assert_allclose(images[0], np.tril(np.ones((3, 3))))
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["a", "b", "c"]
+    assert len(fig.axes) == 3  # two panels and a colour bar
+    with pytest.raises(ValueError, match="one title each"):
+        matrix_panels([mask], ["a", "b"])
+
+
+def test_bar_probs_into_a_panel_and_optimiser_paths():
+    from course_lib.optim import SURFACES, optimise_2d
+    from course_lib.viz.plotting import optimiser_paths
+
+    fig, axes = new_figure(1, 2)
+    assert bar_probs([0.7, 0.3], ["t", "o"], highlight=0, ylabel="weight", ax=axes[0]) is axes[0]
+    assert axes[0].get_ylabel() == "weight"
+    plt.close(fig)
+    f, minimum, bounds = SURFACES["ravine"]
+    path, _ = optimise_2d("SGD", 0.4, steps=5)
+    fig = optimiser_paths(f, minimum, bounds, [("SGD", path)], title="ravine")
+    _assert_course_figure(fig)
+    sgd = [l for l in fig.axes[0].get_lines() if l.get_label() == "SGD"][0]
+    np.testing.assert_allclose(sgd.get_xydata(), np.asarray(path))
+    with pytest.raises(ValueError, match=r"\(n_points, 2\)"):
+        optimiser_paths(f, minimum, bounds, [("bad", np.zeros(4))])
+
+
+def test_agrees_uses_the_dtype_round_off_and_says_yes_or_no():
+    from course_lib.viz.report import agrees, verdict
+
+    a = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert agrees(a, a + 1e-13) == "yes"
+    assert agrees(a, a + 1e-9) == "NO"  # float64: held to round-off
+    assert agrees(a.float(), a.float() + 1e-6) == "yes"  # float32: torch.allclose defaults
+    assert agrees(a, a + 1e-9, atol=1e-8) == "yes"
+    assert agrees(0.1 + 0.2, 0.3) == "yes" and verdict(False) == "NO"
+    with pytest.raises(ValueError, match="same shape"):
+        agrees(a, a[:1])

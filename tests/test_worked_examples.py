@@ -298,6 +298,19 @@ def expected_values() -> dict[str, list[float]]:
     ex["e6_ln_xhat0"] = [float(v[0]), float(mu), float(std), float(ln[0])]
     ex["e6_ln_xhat1"] = [float(v[1]), float(mu), float(std), float(ln[1])]
     P = block_model_init()
+    zero, positions = 0, 0  # block 1's FFN at the start: how often it adds exactly zero
+    for t, _ in PATTERNS:
+        h = E[[VOCAB.index(c) for c in t]]
+        mask = torch.ones(len(t), len(t), dtype=torch.bool).tril()
+        a = F.layer_norm(h, (2,), eps=1e-5)
+        h = h + F.scaled_dot_product_attention((a @ P["block1.W_Q"])[None], (a @ P["block1.W_K"])[None],
+                                               (a @ P["block1.W_V"])[None], attn_mask=mask)[0]
+        pre = F.layer_norm(h, (2,), eps=1e-5) @ FFN_W + FFN_B1  # (T, 2)
+        ffn = torch.relu(pre) @ FFN_W + FFN_B2  # (T, 2)
+        zero, positions = zero + int((ffn == 0).all(-1).sum()), positions + len(t)
+        if t == "AB":
+            ex["e6_ffn_pre_off"], ex["e6_ffn_pre_on"], ex["e6_ffn_out_on"] = flat(pre[-1]), flat(pre[0]), flat(ffn[0])
+    ex["e6_ffn_zero"], ex["e6_ffn_positions"] = [float(zero)], [float(positions)]
     ex["e6_n_params"] = [float(sum(t.numel() for t in P.values()))]
     ex["e6_loss0"] = [(sum(torch_block_model(P, t, y_)[0] for t, y_ in PATTERNS) / 3).item()]
     opt = torch.optim.AdamW([{"params": [t for k, t in P.items() if "W" in k], "weight_decay": 0.01},

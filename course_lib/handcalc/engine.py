@@ -402,14 +402,12 @@ def layernorm_backward(f: LayerNormForward, gamma: np.ndarray, d_y: np.ndarray):
 # --------------------------------------------------------------------------------------------
 # The complete two-block transformer (example 6)
 # --------------------------------------------------------------------------------------------
-BLOCK_PARAMS = ("ln1.g", "ln1.b", "W_Q", "W_K", "W_V", "ln2.g", "ln2.b", "W1", "b1", "W2", "b2")
-
-
 def transformer_init(n_blocks: int = 2) -> dict[str, np.ndarray]:
     """Deterministic start: each block has the attention weights of example 1 and the FFN of
     example 5; every LayerNorm starts as gamma = 1, beta = 0; W_O as in example 1.
 
-    Keys: "block{i}.{name}" for name in BLOCK_PARAMS, then "lnf.g", "lnf.b", "W_O".
+    Keys: "block{i}.{name}" for name in ln1.g, ln1.b, W_Q, W_K, W_V, ln2.g, ln2.b, W1, b1,
+    W2, b2; then "lnf.g", "lnf.b", "W_O".
     """
     p0, f0 = initial_params(), example_ffn_params()
     params: dict[str, np.ndarray] = {}
@@ -527,11 +525,18 @@ def adamw_step(params: dict, grads: dict, state: AdamWState | None, lr: float = 
 
 def train_transformer(params: dict, examples=PATTERNS, steps: int = 300, lr: float = 0.05,
                       weight_decay: float = 0.01):
-    """Full-batch AdamW; returns (final params, mean loss before each step + final)."""
-    state, history = None, []
-    for _ in range(steps):
-        loss, g, _ = transformer_loss(params, examples)
+    """Full-batch AdamW on the mean loss over ``examples``.
+
+    Returns (final params, history, first_learned): history holds the mean loss before each
+    step and after the last (steps + 1 values); first_learned is the first step at which every
+    example's target is the most probable token (None if that never happens).
+    """
+    state, history, first_learned = None, [], None
+    for step in range(steps):
+        loss, g, caches = transformer_loss(params, examples)
         history.append(loss)
+        if first_learned is None and all(c["probs"].argmax() == c["y"].argmax() for c in caches):
+            first_learned = step
         params, state = adamw_step(params, g, state, lr=lr, weight_decay=weight_decay)
     history.append(transformer_loss(params, examples)[0])
-    return params, history
+    return params, history, first_learned

@@ -24,6 +24,11 @@ __all__ = [
     "loss_curve",
     "positional_heatmap",
     "bar_probs",
+    "line_plot",
+    "line_panels",
+    "vector_plot",
+    "matrix_panels",
+    "optimiser_paths",
 ]
 
 #: A colour-blind-safe cycle (Okabe & Ito), used by every figure in the book.
@@ -167,10 +172,16 @@ def positional_heatmap(pe, title: str = "Positional encodings"):
     return finish_figure(fig)
 
 
-def bar_probs(probs, labels: Sequence[str], title: str = "Next-token probabilities", highlight: int | None = None):
-    """Bar chart of a probability vector probs: (V,), with one label per bar.
+def bar_probs(probs, labels: Sequence[str], title: str = "Next-token probabilities",
+              highlight: int | None = None, *, ylabel: str = "probability", color: str | None = None,
+              ax=None):
+    """Bar chart of a probability vector probs: (V,), with one label per bar, each bar
+    annotated with its value.
 
     highlight: index of a bar to colour differently (e.g. the target token).
+    color: the colour of the other bars (default: the course's first colour).
+    ax: draw into this Axes and return it (for a panel of a larger figure); by default a new
+    figure is drawn and returned, finished.
     """
     p = _to_numpy(probs)
     if p.ndim != 1 or len(p) != len(labels):
@@ -178,13 +189,226 @@ def bar_probs(probs, labels: Sequence[str], title: str = "Next-token probabiliti
             f"bar_probs: probs must be a vector with one entry per label; got shape {p.shape} "
             f"and {len(labels)} labels."
         )
-    fig, ax = new_figure(figsize=(max(3.5, 0.6 * len(p) + 1.5), 3.2))
-    colors = [COLORS[1] if i == highlight else COLORS[0] for i in range(len(p))]
+    fig = None
+    if ax is None:
+        fig, ax = new_figure(figsize=(max(3.5, 0.6 * len(p) + 1.5), 3.2))
+    base = COLORS[0] if color is None else color
+    colors = [COLORS[1] if i == highlight else base for i in range(len(p))]
     bars = ax.bar(range(len(p)), p, color=colors)
-    ax.set_xticks(range(len(p)), list(labels))
+    ax.set_xticks(range(len(p)), list(labels), fontsize=9 if len(p) > 6 else None)
     ax.set_ylim(0, max(1.0, float(p.max()) * 1.1))
-    ax.set_ylabel("probability")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     for b, v in zip(bars, p):
         ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", va="bottom", fontsize=9)
+    return ax if fig is None else finish_figure(fig)
+
+
+def _set_scale(ax, axis: str, base: int | None) -> None:
+    if base is not None:
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=base)
+
+
+def line_plot(curves: Mapping, x=None, *, xlabel: str = "", ylabel: str = "", title: str | None = None,
+              xlog: int | None = None, ylog: int | None = None, markers=None,
+              styles: Mapping | None = None, ylim: tuple[float, float] | None = None,
+              hline: float | None = None, vlines: Sequence[float] = (), legend=None, ax=None,
+              figsize: tuple[float, float] = (6.0, 3.4)):
+    """Line plot of one or more labelled curves: the course's curves against a length, a step,
+    an offset or a width.
+
+    curves: mapping label -> y values (a sequence, array or tensor of N values), or label ->
+    (x values, y values) for a curve with its own x. Labels starting with "_" stay out of the
+    legend (matplotlib's convention).
+    x: the N shared x values (default 0, 1, ..., N - 1).
+    xlog, ylog: the base (2 or 10) of a logarithmic axis; None for a linear one.
+    markers: one marker for every curve ("o") or a sequence with one per curve.
+    styles: optional mapping label -> extra ``Axes.plot`` keywords (colour, line width, ...).
+    ylim: the y range; hline: y of a thin grey reference line (e.g. 0); vlines: x values of
+    dashed grey lines (e.g. the end of a warmup).
+    legend: None shows one when there are two or more labelled curves; False never; True or
+    a location string ("upper right") always.
+    ax: draw into this Axes and return it (for a panel of a larger figure); by default a new
+    figure of ``figsize`` is drawn and returned, finished.
+    """
+    if not curves:
+        raise ValueError("line_plot: curves is empty; pass a mapping label -> y values.")
+    fig = None
+    if ax is None:
+        fig, ax = new_figure(figsize=figsize)
+    styles = styles or {}
+    marks = [markers] * len(curves) if markers is None or isinstance(markers, str) else list(markers)
+    if len(marks) != len(curves):
+        raise ValueError(f"line_plot: {len(marks)} markers for {len(curves)} curves; give one per curve.")
+    for (label, values), marker in zip(curves.items(), marks):
+        if isinstance(values, tuple) and len(values) == 2:
+            xs, ys = _to_numpy(values[0]), _to_numpy(values[1])
+        else:
+            ys = _to_numpy(values)
+            xs = np.arange(len(ys)) if x is None else _to_numpy(x)
+        if xs.shape != ys.shape:
+            raise ValueError(f"line_plot: curve {label!r} has {ys.shape} y values for {xs.shape} x values.")
+        kw = {"marker": marker, "ms": 4} if marker else {}
+        kw.update(styles.get(label, {}))
+        ax.plot(xs, ys, label=label, **kw)
+    _set_scale(ax, "x", xlog)
+    _set_scale(ax, "y", ylog)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    if hline is not None:
+        ax.axhline(hline, color="#999999", lw=0.8)
+    for v in vlines:
+        ax.axvline(v, color="#999999", lw=0.8, ls="--")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="both" if (xlog or ylog) else "major")
+    labelled = [k for k in curves if not str(k).startswith("_")]
+    if legend is None:
+        legend = len(labelled) > 1
+    if legend:
+        ax.legend(loc=legend if isinstance(legend, str) else "best", fontsize=9)
+    return ax if fig is None else finish_figure(fig)
+
+
+def line_panels(panels: Sequence[Mapping], *, nrows: int = 1, figsize: tuple[float, float] = (9.0, 3.4),
+                sharey=False, **common):
+    """Side-by-side ``line_plot`` panels in one figure.
+
+    panels: one mapping of ``line_plot`` keywords per panel (each with its own ``curves``),
+    filled row by row into an nrows-by-(len(panels) / nrows) grid.
+    common: keywords shared by every panel (e.g. ``x=``, ``xlabel=``, ``xlog=2``); a panel's
+    own keywords win. Returns the finished figure.
+    """
+    if not panels or len(panels) % nrows:
+        raise ValueError(f"line_panels: {len(panels)} panels do not fill {nrows} rows; give a multiple of nrows.")
+    fig, axes = new_figure(nrows, len(panels) // nrows, figsize=figsize, sharey=sharey, squeeze=False)
+    for ax, panel in zip(axes.ravel(), panels):
+        line_plot(ax=ax, **{**common, **panel})
+    return finish_figure(fig)
+
+
+def vector_plot(vectors: Sequence[tuple], *, lim=1.4, arrows: bool = True, points: bool = False,
+                faded: Sequence[tuple] = (), unit_circle: bool = False, title: str | None = None,
+                xlabel: str = "", ylabel: str = "", ax=None, figsize: tuple[float, float] = (4.4, 4.2)):
+    """2-D vectors drawn from the origin (arrows) and/or as labelled points.
+
+    vectors: (label, xy, colour) triples; xy is a length-2 sequence, array or tensor and the
+    label ("" for none) is written next to its tip.
+    lim: half-width of the square view, or its (low, high) limits on both axes.
+    arrows / points: draw an arrow from the origin, a dot at the tip, or both.
+    faded: (xy, colour) pairs drawn as thin dashed arrows (e.g. the vectors before a map).
+    unit_circle: draw the dotted unit circle. ax: draw into this Axes and return it;
+    by default a new figure is drawn and returned, finished.
+    """
+    import matplotlib.patches as mpatches
+
+    fig = None
+    if ax is None:
+        fig, ax = new_figure(figsize=figsize)
+    lo, hi = (-lim, lim) if np.isscalar(lim) else lim
+    ax.axhline(0, color="#cccccc", lw=0.8)
+    ax.axvline(0, color="#cccccc", lw=0.8)
+    for xy, color in faded:
+        ax.annotate("", xy=_to_numpy(xy), xytext=(0, 0),
+                    arrowprops=dict(arrowstyle="->", color=color, lw=1.5, ls="--", alpha=0.5))
+    for label, xy, color in vectors:
+        v = _to_numpy(xy)
+        if v.shape != (2,):
+            raise ValueError(f"vector_plot: vector {label!r} has shape {v.shape}; give two coordinates.")
+        if arrows:
+            ax.annotate("", xy=v, xytext=(0, 0),
+                        arrowprops=dict(arrowstyle="->", color=color, lw=2.5 if not points else 1.2,
+                                        alpha=1.0 if not points else 0.6))
+        if points:
+            ax.plot(v[0], v[1], "o", color=color)
+        if label:
+            ax.annotate(label, v, textcoords="offset points", xytext=(4, 4), color=color)
+    if unit_circle:
+        ax.add_patch(mpatches.Circle((0, 0), 1, fill=False, ls=":", color="#999999"))
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_aspect("equal")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax if fig is None else finish_figure(fig)
+
+
+def matrix_panels(matrices: Sequence, titles: Sequence[str], *, labels: Sequence[str] | None = None,
+                  xlabel: str = "key", ylabel: str = "query", vmax: float = 1.0,
+                  cell_lines: bool = False, colorbar: bool = False,
+                  figsize: tuple[float, float] = (9.0, 3.2), width_ratios: Sequence[float] | None = None):
+    """Side-by-side heatmaps of 0-to-1 matrices (attention weights, masks), in blues.
+
+    matrices: one (T_q, T_k) array, tensor or boolean mask per panel; titles: one per panel.
+    labels: tick labels for both axes (a square matrix's tokens), or None for no ticks.
+    vmax: the colour scale's top (1.3 keeps a mask's ones a mid blue); cell_lines: white lines
+    between cells; colorbar: a colour bar beside the last panel. The y label goes on the first
+    panel, or on every panel when they have no tick labels. Returns the finished figure.
+    """
+    if len(matrices) != len(titles):
+        raise ValueError(f"matrix_panels: {len(matrices)} matrices but {len(titles)} titles; give one title each.")
+    fig, axes = new_figure(1, len(matrices), figsize=figsize, squeeze=False,
+                           gridspec_kw=None if width_ratios is None else {"width_ratios": list(width_ratios)})
+    axes = axes[0]
+    for i, (ax, m, title) in enumerate(zip(axes, matrices, titles)):
+        w = _to_numpy(m)
+        if w.ndim != 2:
+            raise ValueError(f"matrix_panels: matrix {i} has shape {w.shape}; give 2-D matrices.")
+        im = ax.imshow(w, cmap="Blues", vmin=0.0, vmax=vmax)
+        if labels is None:
+            ax.set_xticks([])
+            ax.set_yticks([])
+        else:
+            shown = [repr(t)[1:-1] for t in labels]
+            ax.set_xticks(range(w.shape[1]), shown, rotation=90 if len(shown) > 8 else 0)
+            ax.set_yticks(range(w.shape[0]), shown)
+        if cell_lines:
+            ax.set_xticks(np.arange(-0.5, w.shape[1], 1), minor=True)
+            ax.set_yticks(np.arange(-0.5, w.shape[0], 1), minor=True)
+            ax.grid(which="minor", color="white", linewidth=1.5, alpha=1.0)
+            ax.tick_params(which="minor", length=0)
+        ax.set_xlabel(xlabel)
+        if i == 0 or labels is None:
+            ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+    if colorbar:
+        fig.colorbar(im, ax=axes[-1], fraction=0.046, pad=0.04)
+    return finish_figure(fig)
+
+
+def optimiser_paths(f, minimum: Sequence[float], bounds: Sequence[float], runs: Sequence[tuple],
+                    title: str | None = None, figsize: tuple[float, float] = (7.0, 3.6)):
+    """Contours of a two-parameter loss with one optimiser path per run.
+
+    f: loss of two tensors (x, y) of equal shape, elementwise (as ``course_lib.optim.SURFACES``);
+    minimum: its (x, y); bounds: (x0, x1, y0, y1) of the view.
+    runs: (label, path) pairs, path an (n_steps + 1, 2) array of the points visited; points
+    beyond 1e3 (a diverging run) are left out. Returns the finished figure.
+    """
+    import torch
+
+    x0, x1, y0, y1 = bounds
+    xs, ys = np.meshgrid(np.linspace(x0, x1, 200), np.linspace(y0, y1, 200))  # (200, 200) each
+    zs = _to_numpy(f(torch.from_numpy(xs), torch.from_numpy(ys)))  # (200, 200)
+    fig, ax = new_figure(figsize=figsize)
+    ax.contour(xs, ys, np.log1p(zs), levels=15, colors="#BBBBBB", linewidths=0.8)  # log: see the valley floor
+    for i, (label, path) in enumerate(runs):
+        path = _to_numpy(path)
+        if path.ndim != 2 or path.shape[1] != 2:
+            raise ValueError(f"optimiser_paths: path {label!r} has shape {path.shape}; give (n_points, 2).")
+        inside = (np.abs(path) < 1e3).all(axis=1)
+        ax.plot(path[inside, 0], path[inside, 1], marker="o", ms=2.5, lw=1.2,
+                color=COLORS[i % len(COLORS)], label=label)
+    ax.plot(*minimum, "*", color="black", ms=12, label="minimum")
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    ax.set_xlabel("$x$")
+    ax.set_ylabel("$y$")
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper right")
     return finish_figure(fig)
