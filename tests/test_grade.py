@@ -293,10 +293,10 @@ LINT_CASES = [
 
 @pytest.mark.parametrize("code, problem", LINT_CASES)
 def test_lint(code, problem):
-    from course_lib.grading.grade import _trusted_bindings, lint_answer
+    from course_lib.grading.lint import lint_answer, trusted_bindings
 
     sol = _sol()
-    trusted, check_only = _trusted_bindings(sol, load_spec(sol, STEM))
+    trusted, check_only = trusted_bindings(sol, load_spec(sol, STEM))
     problems = lint_answer(code, trusted, ["scaled_dot_product_attention", "@"], "x", check_only)
     if problem is None:
         assert problems == []
@@ -305,7 +305,7 @@ def test_lint(code, problem):
 
 
 def test_extraction_finds_answers_without_ids_and_ignores_trusted_copies():
-    from course_lib.grading.grade import extract_answers
+    from course_lib.grading.notebooks import extract_answers
 
     sol = _sol()
     spec = load_spec(sol, STEM)
@@ -339,3 +339,38 @@ def test_missing_solutions_folder_is_a_grader_error(tmp_path, capsys):
     nbformat.write(_all_solution(), sub)
     assert main([str(sub), "--solutions", str(tmp_path / "nowhere")]) == 3
     assert "solutions folder" in capsys.readouterr().err
+
+
+def test_grading_extra_covers_every_third_party_import():
+    """``pip install "course_lib[grading]"`` must give a working ``course-grade``: every
+    third-party module a grading module imports (at the top or inside a function) comes from a
+    distribution listed in the ``grading`` extra or in the base dependencies."""
+    import ast
+    import importlib.metadata as md
+    import re
+    import sys
+    import tomllib
+
+    from tools import ROOT
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    norm = lambda s: re.sub(r"[-_.]+", "-", re.split(r"[ <>=!~\[;@]", s.strip())[0]).lower()  # noqa: E731
+    declared = {norm(r) for r in project["dependencies"] + project["optional-dependencies"]["grading"]}
+    dists = md.packages_distributions()
+    missing = []
+    for path in sorted((ROOT / "course_lib" / "grading").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                mods = [node.module]
+            else:
+                continue
+            for mod in mods:
+                top = mod.split(".")[0]
+                if top in sys.stdlib_module_names or top == "course_lib":
+                    continue
+                owners = {norm(d) for d in dists.get(top, [])}
+                if not owners & declared:
+                    missing.append(f"{path.name}: import {mod} (from {sorted(owners) or 'no installed distribution'})")
+    assert not missing, "add these to the grading extra in pyproject.toml:\n" + "\n".join(missing)

@@ -24,6 +24,7 @@ import nbformat
 
 from course_lib.grading.spec import (MARKER, checks_in_source, load_spec, meta, role, slug, stub_answer,
                                      wrong_answer_source)
+from course_lib.grading.verdict import pass_lines
 
 from . import ROOT
 
@@ -126,7 +127,7 @@ def validate(nb, stem: str) -> list[str]:
                 problems.append(f"{stem}: check cell {cell.id} is not executed; run `python -m tools.exercises --execute`.")
             names = [c.name for c in checks_in_source(cell.source, cell.id)]
             text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
-            if text.splitlines() != [f"[PASS] {n}" for n in names]:
+            if text.splitlines() != pass_lines(names):
                 problems.append(f"{stem}: check cell {cell.id}: stored output is not exactly one [PASS] line per check (re-execute).")
     names = [ex.name for ex in spec.exercises]
     if len(set(names)) != len(names):

@@ -13,7 +13,10 @@ computed by the check cell itself, on fresh inputs from :func:`randn` (a private
 generator), usually with PyTorch's own function. Verdict lines never contain raw floats,
 tensors or memory addresses, so they are identical across runs and thread counts.
 
-The grader (``course_lib.grading.grade``) reads these lines; the exercise format is documented in
+The line format lives in ``verdict`` (the grader parses it with the same module). While the
+student's callable runs, the functions the exercise forbids (``guard.forbid_calls``, set by the
+grader from the exercise's ``forbid`` metadata) are refused: calling one fails the check. The
+grader (``course_lib.grading.grade``) reads these lines; the exercise format is documented in
 ``exercises/README.md``.
 """
 from __future__ import annotations
@@ -26,6 +29,9 @@ import warnings
 from typing import Any, Callable
 
 import torch
+
+from . import guard
+from .verdict import format_verdict
 
 __all__ = ["check_close", "check_equal", "check_true", "check_raises", "randn", "randint"]
 CHECK_FUNCS = ("check_close", "check_equal", "check_true", "check_raises")  # the calls a check cell makes
@@ -58,20 +64,35 @@ class _Outcome:
         self.value, self.error = value, error
 
 
+def _forbidden_reason(hits: list[str]) -> str:
+    return (f"your code called {hits[0]}, which this exercise asks you to write yourself "
+            "(it may not be called by any route)")
+
+
 def _run_student(student: Callable[[], Any]) -> _Outcome:
-    """Call the student's code with stdout/stderr/warnings captured and exceptions turned into
-    a readable reason. KeyboardInterrupt (the grader's time limit) is not caught."""
+    """Call the student's code with stdout/stderr/warnings captured, the exercise's forbidden
+    functions refused, and exceptions turned into a readable reason. KeyboardInterrupt (the
+    grader's time limit) is not caught."""
     if not callable(student):
         raise ValueError(
             "check helpers take the student's code as a zero-argument callable, e.g. "
             "check_close(name, lambda: attention(q, k, v), reference, hint=...)."
         )
+    hits: list[str] = []
+    out = _call_captured(student, hits)
+    return _Outcome(error=_forbidden_reason(hits)) if hits else out
+
+
+def _call_captured(student: Callable[[], Any], hits: list[str]) -> _Outcome:
     sink = _CappedWriter()
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-                warnings.catch_warnings():
+                warnings.catch_warnings(), guard.watching() as seen:
             warnings.simplefilter("ignore")
-            return _Outcome(value=student())
+            try:
+                return _Outcome(value=student())
+            finally:
+                hits.extend(seen)
     except NotImplementedError:
         return _Outcome(error="not implemented yet (the TODO stub still raises NotImplementedError)")
     except SystemExit:
@@ -91,10 +112,7 @@ def _verdict(name: str, ok: bool, reason: str, hint: str) -> None:
         raise ValueError("a check needs a one-line, non-empty name (it is the verdict text).")
     if not isinstance(hint, str) or not hint.strip():
         raise ValueError(f"check {name!r} needs a hint: what a student should try when it fails.")
-    if ok:
-        print(f"[PASS] {name}")
-    else:
-        print(f"[FAIL] {name}: {reason}. Hint: {hint}")
+    print(format_verdict(name, ok, reason, hint))
 
 
 def _shape(x: Any) -> str:
@@ -211,11 +229,15 @@ def check_raises(name: str, student: Callable[[], Any], exception: type[BaseExce
     """PASS if ``student()`` raises ``exception`` (bad input must be rejected clearly)."""
     sink = _CappedWriter()
     reason: str | None
+    hits: list[str] = []
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-                warnings.catch_warnings():
+                warnings.catch_warnings(), guard.watching() as seen:
             warnings.simplefilter("ignore")
-            student()
+            try:
+                student()
+            finally:
+                hits.extend(seen)
         reason = f"no exception was raised, expected {exception.__name__}"
     except NotImplementedError:
         reason = "not implemented yet (the TODO stub still raises NotImplementedError)"
@@ -227,6 +249,8 @@ def check_raises(name: str, student: Callable[[], Any], exception: type[BaseExce
         reason = None
     except BaseException as exc:
         reason = f"raised {type(exc).__name__}, expected {exception.__name__}"
+    if hits:
+        reason = _forbidden_reason(hits)
     _verdict(name, reason is None, reason or "", hint)
 
 

@@ -1,0 +1,133 @@
+"""The OS sandbox a grading runs in: bubblewrap (``bwrap``), on Linux.
+
+Each grading's ``pytest --nbval`` process and its kernel (the student's code and the check
+cells) run in a fresh bubblewrap sandbox:
+
+- the filesystem is a fresh, read-only root holding only what Python needs, read-only: the
+  system folders (``/usr``, ``/lib``...), a few files of ``/etc``, the Python installation and
+  its site-packages, and the ``course_lib`` package; nothing else of the machine is visible
+  (not the other submissions of a batch, not the home folders); ``/proc`` (own PID namespace)
+  and a minimal, read-only ``/dev``;
+- the one writable place is the scratch folder ``/grading``: a size-limited tmpfs that holds
+  the graded notebook, the plugin and ``HOME``/``TMPDIR``, copied in from file descriptors, and
+  that vanishes with the sandbox (``--size``: filling it only fills it);
+- no network (``--unshare-all`` gives a private network namespace with only loopback, which the
+  kernel's ZeroMQ sockets use), own PID, IPC and UTS namespaces, ``--die-with-parent``,
+  ``--new-session``, no capabilities, ``--clearenv`` plus the few variables grading needs;
+- the grader stays outside: it hands the sandbox the cell-record file as an open descriptor
+  (the plugin writes one JSON line per cell to it; the kernel does not inherit it and cannot
+  reach it through ``/proc``, the plugin makes pytest non-dumpable) and reads it afterwards.
+
+``command`` builds the bwrap command line (a pure function, tested without bwrap); ``probe``
+says once per process whether bwrap works here (present, and allowed to create namespaces).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import site
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["SCRATCH", "SCRATCH_MB", "Sandbox", "probe", "command", "readonly_paths"]
+
+SCRATCH = "/grading"  # the scratch folder inside the sandbox (the kernel's working folder)
+SCRATCH_MB = 256  # size of the scratch tmpfs
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys/devices/system/cpu")
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf", "/etc/passwd",
+             "/etc/group", "/etc/hosts", "/etc/localtime", "/etc/alternatives", "/etc/fonts")
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How to sandbox: the bwrap executable, the read-only paths and the scratch size."""
+    bwrap: str
+    readonly: tuple[str, ...]
+    scratch_mb: int = SCRATCH_MB
+    env: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+def readonly_paths() -> tuple[str, ...]:
+    """What the sandbox shows (read-only): system folders, Python, its packages, course_lib.
+    Paths inside another listed path are dropped; missing ones are skipped."""
+    import course_lib
+
+    want = [*SYSTEM_DIRS, *ETC_FILES, sys.prefix, sys.base_prefix, sys.exec_prefix,
+            os.path.dirname(os.path.realpath(sys.executable)), *site.getsitepackages(),
+            str(Path(course_lib.__file__).resolve().parent)]
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user:
+        want.append(user)
+    out: list[str] = []
+    for p in want:
+        p = os.path.normpath(p)
+        if p and os.path.lexists(p) and p not in out:
+            out.append(p)
+    # keep the outermost: /a and /a/b -> /a (a symlink such as /bin -> usr/bin stays as it is)
+    return tuple(p for p in out if not any(q != p and p.startswith(q.rstrip("/") + "/") for q in out))
+
+
+def _bind_args(path: str) -> list[str]:
+    if os.path.islink(path) and path in SYSTEM_DIRS:  # merged /usr: /bin -> usr/bin
+        return ["--symlink", os.readlink(path), path]
+    return ["--ro-bind", path, path]
+
+
+def command(sb: Sandbox, argv: list[str], files: dict[str, int], env: dict[str, str]) -> list[str]:
+    """The bwrap command line running ``argv`` in the sandbox. ``files`` maps a file name in the
+    scratch folder to an open descriptor its content is copied from; ``env`` is the complete
+    environment inside. Descriptors the caller passes (``pass_fds``) stay open inside."""
+    cmd = [sb.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    for p in sb.readonly:
+        cmd += _bind_args(p)
+    cmd += ["--proc", "/proc", "--dev", "/dev",
+            "--size", str(sb.scratch_mb * 1024 * 1024), "--tmpfs", SCRATCH,
+            "--dir", f"{SCRATCH}/home", "--dir", f"{SCRATCH}/tmp", "--symlink", f"{SCRATCH}/tmp", "/tmp"]
+    for name, fd in files.items():
+        if "/" in name:
+            raise ValueError(f"sandbox files are plain names in the scratch folder, got {name!r}.")
+        cmd += ["--file", str(fd), f"{SCRATCH}/{name}"]
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH, "--clearenv"]
+    for k, v in env.items():
+        cmd += ["--setenv", k, v]
+    return cmd + ["--", *argv]
+
+
+def inner_env(threads: int | None) -> dict[str, str]:
+    """The environment inside the sandbox (everything else is cleared)."""
+    env = {
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
+        "HOME": f"{SCRATCH}/home", "TMPDIR": f"{SCRATCH}/tmp", "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+        "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{SCRATCH}/home/.mpl",
+        "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+    }
+    if threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    return env
+
+
+@functools.lru_cache(maxsize=None)
+def probe() -> tuple[Sandbox | None, str]:
+    """(a Sandbox, "") where bwrap works here, else (None, why not): not Linux, no bwrap on
+    PATH, or bwrap present but not allowed to create namespaces (e.g. a container, or user
+    namespaces disabled)."""
+    if sys.platform != "linux":
+        return None, f"no OS sandbox on {sys.platform} (bubblewrap is Linux only)"
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return None, "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    sb = Sandbox(exe, readonly_paths())
+    argv = [sys.executable, "-c", "import sys; sys.exit(0)"]
+    try:
+        proc = subprocess.run(command(sb, argv, {}, inner_env(None)), capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"bwrap could not start ({exc})"
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        return None, f"bwrap is installed but cannot create a sandbox here ({why})"
+    return sb, ""
