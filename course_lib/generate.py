@@ -215,22 +215,30 @@ def distinct_n(ids, n: int = 2) -> float:
 
 @torch.no_grad()
 def sequence_log_likelihood(model, ids: torch.Tensor, start: int) -> float:
-    """The model's mean log-probability (nats per token) of tokens ids[:, start:] given the
-    tokens before each, scored on the last block_size tokens' window (ids: (1, T), 1 <= start < T).
-    Higher means the text is more typical of the model; greedy text scores highest."""
+    """The model's mean log-probability (nats per token) of tokens ids[:, start:], each given
+    the (at most block_size) tokens before it: the context the model had when it wrote it.
+
+    ids: (1, T) with 1 <= start < T. Higher means the text is more typical of the model;
+    greedy text scores highest. One batched forward pass: the first block_size positions
+    come from one window, every later token from its own window of the previous block_size.
+    """
     if ids.dim() != 2 or ids.shape[0] != 1:
         raise ValueError(f"sequence_log_likelihood: ids must be (1, T); got shape {tuple(ids.shape)}.")
     T = ids.shape[1]
     if not 1 <= start < T:
         raise ValueError(f"sequence_log_likelihood: start must lie in [1, {T - 1}]; got {start}.")
     block = model.cfg.block_size
-    total, count = 0.0, 0
     was_training = model.training
     model.eval()
-    for t in range(start, T):
-        context = ids[:, max(0, t - block):t]  # (1, <= block): what the model saw when writing token t
-        logp = F.log_softmax(model(context)[0][0, -1].double(), dim=-1)  # (V,)
-        total += float(logp[ids[0, t]])
-        count += 1
+    head = ids[:, :min(T, block)]  # (1, <= block): tokens 1 .. block - 1 are predicted inside it
+    logp = F.log_softmax(model(head)[0][0, :-1].double(), dim=-1)  # (n - 1, V): row t - 1 predicts token t
+    scores = [logp[t - 1, ids[0, t]] for t in range(start, head.shape[1])]
+    if T > block:
+        windows = ids[0].unfold(0, block, 1)[:T - block]  # (T - block, block): window j ends just before token j + block
+        last = F.log_softmax(model(windows)[0][:, -1].double(), dim=-1)  # (T - block, V)
+        targets = ids[0, block:]  # (T - block,)
+        picked = last.gather(1, targets[:, None])[:, 0]  # (T - block,)
+        first = max(0, start - block)
+        scores += list(picked[first:])
     model.train(was_training)
-    return total / count
+    return float(torch.stack(scores).mean())

@@ -130,12 +130,13 @@ def test_distinct_n_and_log_likelihood():
     with pytest.raises(ValueError, match="shorter"):
         distinct_n([1], 2)
     model = _model()
-    ids = torch.randint(23, (1, 12), generator=torch.Generator().manual_seed(0))
-    # the same number from one forward pass (the sequence fits in block_size)
+    ids = torch.randint(23, (1, 40), generator=torch.Generator().manual_seed(0))  # longer than block_size 16
     with torch.no_grad():
-        logp = F.log_softmax(model(ids)[0][0].double(), -1)  # (12, V)
-    want = sum(float(logp[t - 1, ids[0, t]]) for t in range(4, 12)) / 8
-    assert sequence_log_likelihood(model, ids, 4) == pytest.approx(want, abs=1e-5)
+        for start in (1, 5, 16, 23):
+            # token t scored by a separate forward pass on the (at most 16) tokens before it
+            want = [float(F.log_softmax(model(ids[:, max(0, t - 16):t])[0][0, -1].double(), -1)[ids[0, t]])
+                    for t in range(start, 40)]
+            assert sequence_log_likelihood(model, ids, start) == pytest.approx(sum(want) / len(want), abs=1e-5)
 
 
 # -- generation with and without the KV cache -----------------------------------------------------
