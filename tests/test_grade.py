@@ -328,7 +328,10 @@ def test_batch_cli_survives_unreadable_files(tmp_path, capsys):
     folder.mkdir()
     (folder / "alice_01_why_transformers.ipynb").write_text("{ not json")
     (folder / "bob.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
-    assert main(["--batch", str(folder), "--out", str(tmp_path / "grades")]) == 0
+    from course_lib.grading.sandbox import probe
+
+    unsafe = [] if probe()[0] is not None else ["--unsafe-no-sandbox"]  # a batch needs the sandbox or this flag
+    assert main(["--batch", str(folder), "--out", str(tmp_path / "grades"), *unsafe]) == 0
     rows = list(csv.DictReader(open(tmp_path / "grades" / "gradebook.csv")))
     assert [r["status"] for r in rows] == ["unreadable", "unreadable"]
     assert "cannot tell which exercise notebook" in rows[1]["error"]
@@ -374,3 +377,56 @@ def test_grading_extra_covers_every_third_party_import():
                 if not owners & declared:
                     missing.append(f"{path.name}: import {mod} (from {sorted(owners) or 'no installed distribution'})")
     assert not missing, "add these to the grading extra in pyproject.toml:\n" + "\n".join(missing)
+
+
+def test_stages_load_and_splice_alone(tmp_path):
+    """The first two stages need no kernel: the lint rejects an answer before anything runs."""
+    from course_lib.grading.grade import load, splice
+
+    sub = _all_solution(**{ATT: _code("def self_attention(x):\n    return F.scaled_dot_product_attention(x, x, x)")})
+    path = tmp_path / f"{STEM}.ipynb"
+    nbformat.write(sub, path)
+    job = load(path, solutions_dir=SOLUTIONS)
+    assert job.sol_path == SOLUTIONS / f"{STEM}.ipynb" and [e.name for e in job.spec.exercises] == [SEQ, PATH, RNN, ATT]
+    plan = splice(job)
+    assert plan.rejected == {ATT}
+    assert plan.answers[ATT] == plan.stubs[ATT] and plan.answers[SEQ] == [_answer_source(SEQ)]
+
+
+def test_stages_collect_and_report_from_records():
+    """Collecting verdicts from cell records, without running anything: a crashed exercise, a
+    graded one with a FAIL line, one whose check cell never ran."""
+    from course_lib.grading.grade import Plan, collect
+    from course_lib.grading.report import ExerciseResult, build_report
+    from course_lib.grading.runner import ExerciseRun, RunOutcome
+    from course_lib.grading.verdict import format_verdict
+
+    sol = _sol()
+    spec = load_spec(sol, STEM)
+    seq, path = spec.exercise(SEQ), spec.exercise(PATH)
+
+    def rec(cid, stdout, role="check"):
+        return {"id": cid, "role": role, "failed": False, "errors": [], "message": "", "stdout": stdout}
+    lines = [format_verdict(c.name, i == 0, "wrong value", c.hint) for i, c in enumerate(seq.checks)]
+    runs = {SEQ: ExerciseRun("graded", {c.cell_id: rec(c.cell_id, "\n".join(lines)) for c in seq.checks}),
+            PATH: ExerciseRun("graded", {}), RNN: ExerciseRun("crashed", stuck=True)}
+    job = type("J", (), {"spec": spec})()
+    plan = Plan({}, {}, {ex.name: ExerciseResult(ex.name, ex.points) for ex in spec.exercises}, [])
+    res = collect(job, plan, RunOutcome(runs, 2), 30.0, 3072)
+    assert [c["passed"] for c in res[SEQ].checks] == [True] + [False] * (len(seq.checks) - 1)
+    assert res[SEQ].checks[1]["detail"] == "wrong value"
+    assert all(c["detail"] == "the check did not run" for c in res[PATH].checks)
+    assert res[RNN].status == "crashed" and res[RNN].points == 0
+    assert res[ATT].status == "crashed"  # no run at all: never silently full or empty marks
+    rep = build_report("s.ipynb", SOL, spec, res, [], 2, 1.0, "bwrap")
+    assert rep["score"] == res[SEQ].points and rep["sandbox"] == "bwrap" and not rep["all_passed"]
+
+
+def test_a_kernel_that_never_started_is_retried():
+    from course_lib.grading.runner import NbvalRun, _kernel_never_started
+
+    died = NbvalRun([], "RuntimeError: Kernel died before replying to kernel_info", False)
+    assert _kernel_never_started(died)
+    ran = NbvalRun([{"id": "setup", "failed": False, "message": ""}], "", False)
+    assert not _kernel_never_started(ran)
+    assert not _kernel_never_started(NbvalRun([], "some other failure", False))

@@ -29,7 +29,7 @@ import shutil
 import site
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["SCRATCH", "SCRATCH_MB", "Sandbox", "probe", "command", "readonly_paths"]
@@ -47,7 +47,6 @@ class Sandbox:
     bwrap: str
     readonly: tuple[str, ...]
     scratch_mb: int = SCRATCH_MB
-    env: dict = field(default_factory=dict, hash=False, compare=False)
 
 
 def readonly_paths() -> tuple[str, ...]:
