@@ -9,10 +9,11 @@ tokens for training the chapter's model.
 2. Token counts: both tokenizers trained on the training text at several vocabulary sizes,
    counted on the validation text (characters per token, and the difference in %).
 3. Training: the chapter's model (``course_lib/configs/chapter.json``) trained on characters
-   and on BPE tokens at several vocabulary sizes for the same training time. The steps of a
-   BPE run are the character run's steps times the ratio of their step times, measured
-   interleaved (so a change in the machine's load affects both alike). Each model is scored
-   in bits per character on the whole validation text (``course_lib.bpe.bits_per_character``).
+   (the chapter's step count) and on BPE tokens at several vocabulary sizes, each BPE run for
+   the same summed step time as the character run. The runs take one step each in turn, so a
+   change in a shared machine's load affects them alike (``train_interleaved``). Each model
+   is scored in bits per character on the whole validation text
+   (``course_lib.bpe.bits_per_character``).
 
 Prints tables and writes ``course_lib/results/bpe_vs_char.json`` (Chapter 9 glues from it)
 unless ``--scale`` is not 1 or ``--out`` says otherwise.
@@ -23,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import time
 from dataclasses import asdict, replace
 from importlib.resources import files
@@ -35,11 +35,11 @@ from course_lib.bpe import BPETokenizer, bits_per_character, gpt2_pattern, learn
 from course_lib.corpus import load_corpus
 from course_lib.data import CharTokenizer, encode_splits, split_text
 from course_lib.model import MiniGPT, flops_per_token
-from course_lib.train import Trainer, load_config, make_optimizer
+from course_lib.train import Trainer, load_config
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "bpe_vs_char.json"
 COUNT_VOCABS = (512, 1024, 4096)
-TRAIN_VOCABS = (512, 1024, 2048, 4096)
+TRAIN_VOCABS = (512, 1024, 4096)
 
 
 def library_merges(tok) -> list[tuple[str, str]]:
@@ -79,52 +79,66 @@ def token_counts(train_text: str, val_text: str, vocabs) -> dict:
     return out
 
 
-def step_seconds(cfgs: dict, rounds: int = 6, steps: int = 4) -> dict:
-    """Median seconds per training step of each model config, measured round-robin."""
-    setups = {}
-    for name, mcfg in cfgs.items():
-        torch.manual_seed(0)
-        model = MiniGPT(mcfg)
-        opt = make_optimizer(model, 1e-3, 0.1)
-        g = torch.Generator().manual_seed(0)
-        x = torch.randint(mcfg.vocab_size, (BATCH, mcfg.block_size), generator=g)  # (B, T)
-        setups[name] = (model, opt, x)
-    times = {name: [] for name in cfgs}
-    for r in range(rounds + 1):
-        for name, (model, opt, x) in setups.items():
+def train_interleaved(base, data: dict, scale: float = 1.0) -> dict:
+    """Train one model per tokenizer, one step of each in turn, for the same training time.
+
+    ``data``: {name: (tokenizer, Splits)}; "char" is the reference run, with the chapter's
+    step count. Every other run trains until its own summed step time reaches the character
+    run's; its step count is projected from its speed so far (``cfg.max_steps``, which sets
+    the cosine schedule, is updated before every step and converges long before the end).
+    Running the models in turn exposes them to the same load on a shared machine.
+    """
+    char_steps = max(2, round(base.max_steps * scale))
+    trainers, elapsed = {}, {}
+    for name, (tok, splits) in data.items():
+        cfg = replace(base, max_steps=char_steps, warmup_steps=min(base.warmup_steps, char_steps), name=name)
+        trainers[name] = Trainer(cfg, splits.train, splits.val, tok.vocab_size)
+        trainers[name].model.train()
+        elapsed[name] = 0.0
+    char, char_total, done = trainers["char"], None, set()
+    while len(done) < len(trainers):
+        for name, tr in trainers.items():
+            if name in done:
+                continue
+            if name != "char":
+                target = char_total if char_total is not None else elapsed["char"] / max(char.step, 1) * char_steps
+                if char_total is not None and elapsed[name] >= char_total:
+                    done.add(name)
+                    continue
+                if tr.step > 0 and elapsed[name] > 0:
+                    projected = round(tr.step * target / elapsed[name])
+                    tr.cfg.max_steps = max(tr.step + 1, tr.cfg.warmup_steps + 1, projected)
             t = time.perf_counter()
-            for _ in range(steps):
-                _, loss = model(x, x)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
-                opt.step()
-            if r > 0:  # the first round warms up
-                times[name].append((time.perf_counter() - t) / steps)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
-BATCH = 24
-
-
-def train_one(cfg, tokens_train, tokens_val, vocab_size: int, val_chars: int, decode) -> dict:
-    trainer = Trainer(cfg, tokens_train, tokens_val, vocab_size)
-    t0 = time.perf_counter()
-    history = trainer.train(progress=False)
-    wall = time.perf_counter() - t0
-    model = trainer.module.eval()
-    t1 = time.perf_counter()
-    bpc = bits_per_character(model, tokens_val, val_chars, cfg.model.block_size)
-    eval_s = time.perf_counter() - t1
-    gen = torch.Generator().manual_seed(0)
-    start = tokens_val[:8][None]  # (1, 8): the first tokens of the validation text
-    sample = model.generate(start, 120, temperature=0.8, generator=gen)[0]
-    return {"vocab_size": vocab_size, "params": model.num_params(), "steps": trainer.step,
-            "train_seconds": history.train_seconds, "wall_seconds": wall, "eval_seconds": eval_s,
-            "final_val_loss_per_token": history.val[-1], "final_train_loss_per_token": history.train[-1],
-            "val_tokens": len(tokens_val), "val_chars_per_token": val_chars / len(tokens_val),
+            tr.train_step()
+            elapsed[name] += time.perf_counter() - t
+            if name == "char" and tr.step >= char_steps:
+                char_total = elapsed["char"]
+                done.add(name)
+    results = {}
+    for name, tr in trainers.items():
+        tok, splits = data[name]
+        tr.cfg.max_steps = tr.step
+        model = tr.module.eval()
+        losses = tr.estimate_loss()
+        t1 = time.perf_counter()
+        bpc = bits_per_character(model, splits.val, VAL_CHARS[0], tr.cfg.model.block_size)
+        eval_s = time.perf_counter() - t1
+        gen = torch.Generator().manual_seed(0)
+        start = splits.val[:8][None]  # (1, 8): the first tokens of the validation text
+        sample = model.generate(start, 120, temperature=0.8, generator=gen)[0]
+        results[name] = {
+            "vocab_size": tok.vocab_size, "params": model.num_params(), "steps": tr.step,
+            "train_seconds": elapsed[name], "eval_seconds": eval_s,
+            "final_val_loss_per_token": losses["val"], "final_train_loss_per_token": losses["train"],
+            "val_tokens": len(splits.val), "val_chars_per_token": VAL_CHARS[0] / len(splits.val),
             "bits_per_char": bpc, "flops_per_token": flops_per_token(model.cfg),
-            "history": history.as_dict(), "sample": decode(sample)}
+            "tokens_seen": tr.step * tr.cfg.tokens_per_step, "config": asdict(tr.cfg),
+            "sample": tok.decode(sample),
+        }
+    return results
+
+
+VAL_CHARS = [0]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -159,18 +173,9 @@ def main(argv: list[str] | None = None) -> dict:
     for v in vocabs:
         bpe = BPETokenizer.train(train_text, v)  # learnt on the training text only
         data[f"bpe_{v}"] = (bpe, encode_splits(text, bpe))
-    mcfgs = {name: base.model.with_vocab(tok.vocab_size) for name, (tok, _) in data.items()}
-    step_s = step_seconds(mcfgs)
-    char_steps = max(2, round(base.max_steps * args.scale))
-    runs = {}
-    for name, (tok, splits) in data.items():
-        steps = max(2, round(char_steps * step_s["char"] / step_s[name]))
-        cfg = replace(base, max_steps=steps, warmup_steps=min(base.warmup_steps, steps),
-                      eval_interval=max(1, steps // 10), name=name)
-        r = train_one(cfg, splits.train, splits.val, tok.vocab_size, len(val_text), tok.decode)
-        r["step_seconds_probe"] = step_s[name]
-        r["config"] = asdict(cfg)
-        runs[name] = r
+    VAL_CHARS[0] = len(val_text)
+    runs = train_interleaved(base, data, args.scale)
+    for name, r in runs.items():
         print(f"   {name:<9} V={r['vocab_size']:>5} {r['params']:>8,} params {r['steps']:>5} steps "
               f"{r['train_seconds']:>6.1f} s  loss/token {r['final_val_loss_per_token']:.3f}  "
               f"chars/token {r['val_chars_per_token']:.2f}  bpc {r['bits_per_char']:.3f}")

@@ -298,6 +298,17 @@ class BPETokenizer:
         tok.merge_counts = learned.counts
         return tok
 
+    def truncated(self, vocab_size: int) -> "BPETokenizer":
+        """The tokenizer that training with ``vocab_size`` gives: this one's first merges (BPE
+        is greedy, so a smaller vocabulary is a prefix of a larger one's merges)."""
+        n_tokens = vocab_size - len(self.special_tokens)
+        if not 256 <= n_tokens <= len(self.vocab):
+            raise ValueError(f"BPETokenizer.truncated: vocab_size must lie in [{256 + len(self.special_tokens)}, "
+                             f"{self.vocab_size}]; got {vocab_size}.")
+        # keep every merge up to the one that creates token n_tokens - 1 (later ones may reuse ids)
+        k = next((r for r, (_, new) in enumerate(self.merges) if new >= n_tokens), len(self.merges))
+        return type(self)(self.merges[:k], list(self.special_tokens))
+
     @property
     def vocab_size(self) -> int:
         return len(self.vocab) + len(self.special_tokens)

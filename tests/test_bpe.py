@@ -297,3 +297,12 @@ def test_shakespeare_splits_with_a_bpe_tokenizer(corpus):
     tok = BPETokenizer.train(train[:200_000], 512)
     s = shakespeare_splits(tokenizer=tok)
     assert s.tokenizer is tok and tok.decode(s.val) == split_text(corpus, 0.1)[1]
+
+
+def test_truncated_tokenizer_equals_training_a_smaller_one(small_text):
+    big = BPETokenizer.train(small_text, 256 + 1 + 300)
+    for v in (257, 300, 400):
+        assert big.truncated(v).merges == BPETokenizer.train(small_text, v).merges
+        assert big.truncated(v).vocab_size == v
+    with pytest.raises(ValueError, match="vocab_size"):
+        big.truncated(10_000)
