@@ -17,6 +17,15 @@ Under ``torchrun`` every rank samples its own batches (seed + rank), gradients a
 the checkpoint holds the plain (unwrapped) model, so the single-process code loads it, and the
 sampler and random-number states of every rank, so a resumed run draws, on each rank, the
 batches the uninterrupted run would have drawn.
+
+Devices (``device`` in the config, ``--device`` on the command line): ``auto`` takes a CUDA GPU,
+then Apple's MPS, then the CPU; under torchrun rank r of a machine takes ``cuda:LOCAL_RANK``.
+``precision`` ``auto`` trains in bfloat16 autocast on GPUs that have it, in float16 with a
+gradient scaler on GPUs that do not (Colab's T4), and in float32 on the CPU (where ``bf16`` or
+``fp16`` can be asked for). The batch sampler stays on the CPU (its batches move to the device);
+checkpoints hold CPU tensors, so a checkpoint from a GPU loads anywhere::
+
+    python -m course_lib.train --config course_lib/configs/gpu.json --device auto
 """
 from __future__ import annotations
 
@@ -26,6 +35,7 @@ import math
 import os
 import time
 import warnings
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -36,7 +46,114 @@ from .data import BatchSampler, CharTokenizer, shakespeare_splits, split_text, s
 from .model import GPTConfig, MiniGPT, flops_per_token
 from .schedule import warmup_cosine
 
-__all__ = ["TrainConfig", "History", "Trainer", "make_optimizer", "load_config", "load_model", "run", "main"]
+__all__ = ["TrainConfig", "History", "Trainer", "make_optimizer", "load_config", "load_model", "run", "main",
+           "resolve_device", "resolve_precision", "ddp_backend"]
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _check_device_name(name: str) -> None:
+    kind, _, index = str(name).partition(":")
+    if kind not in ("auto", "cpu", "cuda", "mps") or (index and (kind != "cuda" or not index.isdigit())):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'; got {name!r}.")
+
+
+def resolve_device(name: str | torch.device = "auto", local_rank: int = 0) -> torch.device:
+    """The torch.device a run trains on.
+
+    ``auto``: a CUDA GPU if there is one, else Apple's MPS, else the CPU. ``cuda`` (and
+    ``auto`` on a GPU machine) means ``cuda:local_rank``: under torchrun each process of a
+    machine takes its own GPU (``LOCAL_RANK``). A device that is not there is an error,
+    not a silent fall-back to a slower one."""
+    if isinstance(name, torch.device):
+        name = str(name)
+    _check_device_name(name)
+    if name == "auto":
+        if torch.cuda.is_available():
+            name = "cuda"
+        elif torch.backends.mps.is_available():
+            name = "mps"
+        else:
+            name = "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {name!r} was asked for, but PyTorch sees no CUDA GPU "
+                             "(torch.cuda.is_available() is False); use device 'auto' or 'cpu'.")
+        index = int(name.partition(":")[2] or local_rank)
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"device cuda:{index} does not exist: this machine has {torch.cuda.device_count()} "
+                             "GPU(s); start torchrun with --nproc_per_node at most the number of GPUs.")
+        return torch.device("cuda", index)
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps' was asked for, but torch.backends.mps.is_available() is False; "
+                         "use device 'auto' or 'cpu'.")
+    return torch.device(name)
+
+
+def resolve_precision(name: str, device: torch.device) -> str:
+    """``fp32``, ``bf16`` or ``fp16``: the arithmetic of the forward pass on ``device``.
+
+    ``auto``: bf16 autocast on CUDA GPUs that support bfloat16 (Ampere and later), fp16 with
+    a gradient scaler on those that do not (T4, V100), fp32 elsewhere (CPU, MPS). bf16 and
+    fp16 can be asked for on the CPU too (slower there than fp32 on most CPUs)."""
+    if name not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}; got {name!r}.")
+    cuda = device.type == "cuda"
+    if name == "auto":
+        if not cuda:
+            return "fp32"
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if name == "bf16" and cuda and not torch.cuda.is_bf16_supported():
+        raise ValueError("precision 'bf16': this GPU has no bfloat16 support; use 'fp16' or 'auto'.")
+    return name
+
+
+def ddp_backend(device: torch.device) -> str:
+    """The torch.distributed backend for a rank on ``device``: NCCL between GPUs, gloo otherwise."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def _to_cpu(obj):
+    """A copy of a (nested) state dict with every tensor on the CPU: a checkpoint that loads on
+    any machine, whatever device trained it."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def _device_rng_state(device: torch.device) -> torch.Tensor | None:
+    """The random-number state of an accelerator (dropout masks there come from it), or None."""
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device)
+    if device.type == "mps":
+        return torch.mps.get_rng_state()
+    return None
+
+
+def _set_device_rng_state(device: torch.device, state: torch.Tensor | None) -> None:
+    if state is None:
+        return
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state, device)
+    elif device.type == "mps":
+        torch.mps.set_rng_state(state)
+
+
+def move_batch(x: torch.Tensor, y: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, y (B, T) from the CPU sampler onto ``device``. To a CUDA GPU through pinned
+    (page-locked) memory with ``non_blocking``: the copy overlaps the GPU's work. On the CPU
+    nothing moves."""
+    if device.type == "cpu":
+        return x, y
+    pin = device.type == "cuda"
+    if pin:
+        x, y = x.pin_memory(), y.pin_memory()
+    return x.to(device, non_blocking=pin), y.to(device, non_blocking=pin)  # (B, T), (B, T)
 
 
 @dataclass
@@ -65,6 +182,10 @@ class TrainConfig:
     val_fraction: float = 0.1
     threads: int | None = None
     name: str = "run"
+    # hardware: see resolve_device and resolve_precision
+    device: str = "auto"  # "auto", "cpu", "cuda", "cuda:N", "mps"
+    precision: str = "auto"  # "auto", "fp32", "bf16", "fp16"
+    compile: bool = False  # torch.compile the model (minutes of compiling; pays off on long GPU runs)
 
     def __post_init__(self):
         if isinstance(self.model, dict):
@@ -77,6 +198,12 @@ class TrainConfig:
             )
         if self.corpus not in ("shakespeare", "synthetic"):
             raise ValueError(f"TrainConfig: corpus must be 'shakespeare' or 'synthetic'; got {self.corpus!r}.")
+        try:
+            _check_device_name(self.device)
+        except ValueError as e:
+            raise ValueError(f"TrainConfig: {e}") from None
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"TrainConfig: precision must be one of {PRECISIONS}; got {self.precision!r}.")
 
     @property
     def tokens_per_step(self) -> int:
@@ -163,21 +290,37 @@ def _seed_everything(seed: int) -> None:
 class Trainer:
     """Owns the model, optimiser, batch samplers and history of one run.
 
-    train_tokens, val_tokens: 1-D int64 token tensors. ``tokenizer`` (optional) is stored in
-    checkpoints so a checkpoint can generate text on its own.
+    train_tokens, val_tokens: 1-D int64 token tensors (they stay on the CPU; each batch moves
+    to the device). ``tokenizer`` (optional) is stored in checkpoints so a checkpoint can
+    generate text on its own. ``device``: a torch.device or a name for ``resolve_device``
+    (default: the config's ``device``).
     """
 
     def __init__(self, cfg: TrainConfig, train_tokens: torch.Tensor, val_tokens: torch.Tensor,
-                 vocab_size: int, tokenizer: CharTokenizer | None = None, rank: int = 0, world_size: int = 1):
+                 vocab_size: int, tokenizer: CharTokenizer | None = None, rank: int = 0, world_size: int = 1,
+                 device: str | torch.device | None = None):
         self.cfg, self.tokenizer, self.rank, self.world_size = cfg, tokenizer, rank, world_size
-        _seed_everything(cfg.seed)  # the same initial weights on every rank
-        self.model = MiniGPT(cfg.model.with_vocab(vocab_size))
-        self.module = self.model  # the unwrapped model (the DDP wrapper, if any, is self.model)
-        self.optimizer = make_optimizer(self.model, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
+        self.device = resolve_device(cfg.device if device is None else device)
+        self.precision = resolve_precision(cfg.precision, self.device)
+        _seed_everything(cfg.seed)  # the same initial weights on every rank and every device
+        self.module = MiniGPT(cfg.model.with_vocab(vocab_size)).to(self.device)  # built on the CPU, then moved
+        # self.model is what train_step calls: the module, compiled and/or wrapped by DDP
+        self.model = torch.compile(self.module) if cfg.compile else self.module
+        # fused AdamW (see make_optimizer) runs on CUDA, MPS and CPU; built after the move
+        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
+        # fp16 needs loss scaling (small gradients underflow in float16); disabled, the scaler
+        # passes everything through unchanged (scale returns the loss, step calls optimizer.step)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.train_data, self.val_data = train_tokens, val_tokens
         self.sampler = BatchSampler(train_tokens, cfg.model.block_size, seed=cfg.seed + rank)
         self.step = 0
         self.history = History()
+
+    def autocast(self):
+        """The context the forward pass runs in: autocast to bf16/fp16, or nothing for fp32."""
+        if self.precision == "fp32":
+            return nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=AUTOCAST_DTYPES[self.precision])
 
     # -- evaluation -------------------------------------------------------------------------
     @torch.no_grad()
@@ -190,7 +333,11 @@ class Trainer:
         out = {}
         for i, (split, data) in enumerate((("train", self.train_data), ("val", self.val_data))):
             sampler = BatchSampler(data, self.cfg.model.block_size, seed=10_000 + i)
-            losses = [model(*sampler.sample(self.cfg.eval_batch_size))[1].item() for _ in range(self.cfg.eval_batches)]
+            losses = []
+            for _ in range(self.cfg.eval_batches):
+                x, y = move_batch(*sampler.sample(self.cfg.eval_batch_size), self.device)  # (B, T), (B, T)
+                with self.autocast():
+                    losses.append(model(x, y)[1].item())
             out[split] = sum(losses) / len(losses)
         model.train(was_training)
         return out
@@ -209,13 +356,16 @@ class Trainer:
         lr = warmup_cosine(self.step, cfg.lr, cfg.warmup_steps, cfg.max_steps, cfg.min_lr)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        x, y = self.sampler.sample(cfg.batch_size)  # (B, T), (B, T)
-        _, loss = self.model(x, y)
+        x, y = move_batch(*self.sampler.sample(cfg.batch_size), self.device)  # (B, T), (B, T)
+        with self.autocast():
+            _, loss = self.model(x, y)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        self.scaler.scale(loss).backward()
         if cfg.grad_clip > 0:
-            nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip, foreach=True)
-        self.optimizer.step()
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
+            nn.utils.clip_grad_norm_(self.module.parameters(), cfg.grad_clip, foreach=True)
+        self.scaler.step(self.optimizer)  # skips the step if fp16 gradients overflowed
+        self.scaler.update()
         self.step += 1
         value = loss.item()
         self.history.step_loss.append(value)
@@ -256,7 +406,8 @@ class Trainer:
     def rank_state(self) -> dict:
         """What differs between the ranks of a DDP run: the batch sampler's generator and the
         global random-number state (dropout). One entry of the checkpoint's ``ranks`` list."""
-        return {"sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state()}
+        return {"sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state(),
+                "device_rng": _device_rng_state(self.device)}
 
     def state_dict(self) -> dict:
         """Everything ``load`` needs. Under DistributedDataParallel this is a collective call
@@ -266,17 +417,18 @@ class Trainer:
         if self.world_size > 1 and _dist_ready():
             ranks = [None] * self.world_size
             torch.distributed.all_gather_object(ranks, mine)  # ranks[r] is rank r's state
-        return {
+        return _to_cpu({  # CPU tensors: the checkpoint loads on a machine without this device
             "config": asdict(self.cfg),
             "vocab_size": self.module.cfg.vocab_size,
             "model": self.module.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
             "step": self.step,
             "history": asdict(self.history),
             "world_size": self.world_size,
             "ranks": ranks,
             "tokenizer": self.tokenizer.state_dict() if self.tokenizer is not None else None,
-        }
+        })
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint that resumes exactly (model, optimiser, and every rank's sampler
@@ -290,22 +442,29 @@ class Trainer:
 
     @classmethod
     def load(cls, path: str | Path, train_tokens: torch.Tensor, val_tokens: torch.Tensor,
-             rank: int = 0, world_size: int = 1, **overrides) -> "Trainer":
+             rank: int = 0, world_size: int = 1, device: str | torch.device | None = None,
+             map_location="cpu", **overrides) -> "Trainer":
         """Rebuild a Trainer from ``save``; the next ``train_step`` continues as if never stopped.
 
         ``rank``/``world_size``: this process's place in a DDP run; rank r restores the sampler
-        and RNG states that rank r saved. ``overrides`` replace settings of the checkpoint's
-        config, e.g. ``max_steps=6000`` to train on (the cosine schedule then stretches to the
-        new end, so the continuation is not the run a 6000-step config would have made)."""
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        and RNG states that rank r saved. ``device``: where to train on (default: the config's
+        ``device``, so "auto" picks this machine's best). ``map_location`` (a device, a
+        {saved: here} dict or a function, as for ``torch.load``) decides where the saved tensors
+        are read to; the default, the CPU, reads a checkpoint whatever device wrote it.
+        ``overrides`` replace settings of the checkpoint's config, e.g. ``max_steps=6000`` to
+        train on (the cosine schedule then stretches to the new end, so the continuation is not
+        the run a 6000-step config would have made)."""
+        state = torch.load(path, map_location=map_location, weights_only=False)
         data = {**state["config"], **{k: v for k, v in overrides.items() if v is not None}}
         _clamp_warmup(data, overrides)
         cfg = TrainConfig(**data)
         tok = CharTokenizer.from_state_dict(state["tokenizer"]) if state.get("tokenizer") else None
         trainer = cls(cfg, train_tokens, val_tokens, state["vocab_size"], tokenizer=tok, rank=rank,
-                      world_size=world_size)
-        trainer.module.load_state_dict(state["model"])
-        trainer.optimizer.load_state_dict(state["optimizer"])
+                      world_size=world_size, device=device)
+        trainer.module.load_state_dict(state["model"])  # copies onto the trainer's device
+        trainer.optimizer.load_state_dict(state["optimizer"])  # moves the moments to the parameters' device
+        if state.get("scaler") and trainer.scaler.is_enabled():
+            trainer.scaler.load_state_dict(state["scaler"])
         trainer.step = state["step"]
         trainer.history = History(**state["history"])
         # checkpoints written before per-rank states held rank 0's state only
@@ -318,16 +477,22 @@ class Trainer:
         if rank < len(ranks):
             trainer.sampler.load_state_dict(ranks[rank]["sampler"])
             torch.set_rng_state(ranks[rank]["torch_rng"])
+            if ranks[rank].get("device_rng") is not None and trainer.device.type != "cpu":
+                _set_device_rng_state(trainer.device, ranks[rank]["device_rng"])
         # a rank the checkpoint has no state for keeps its fresh stream (seed + rank)
         return trainer
 
 
-def load_model(path: str | Path) -> tuple[MiniGPT, CharTokenizer | None]:
-    """Just the trained model (eval mode) and its tokenizer from a checkpoint."""
-    state = torch.load(path, map_location="cpu", weights_only=False)
+def load_model(path: str | Path, device: str | torch.device = "cpu",
+               map_location="cpu") -> tuple[MiniGPT, CharTokenizer | None]:
+    """Just the trained model (eval mode, on ``device``) and its tokenizer from a checkpoint.
+    ``map_location`` as in ``Trainer.load``: the CPU by default, so a checkpoint written on a
+    GPU loads on a machine without one."""
+    state = torch.load(path, map_location=map_location, weights_only=False)
     cfg = TrainConfig(**state["config"])
     model = MiniGPT(cfg.model.with_vocab(state["vocab_size"]))
     model.load_state_dict(state["model"])
+    model = model.to(resolve_device(device))
     tok = CharTokenizer.from_state_dict(state["tokenizer"]) if state.get("tokenizer") else None
     return model.eval(), tok
 
@@ -358,23 +523,32 @@ def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bo
         cfg = TrainConfig(**torch.load(resume, map_location="cpu", weights_only=False)["config"])
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))  # this process's index on its machine
+    device = resolve_device(overrides.get("device", cfg.device), local_rank)
     distributed = world_size > 1
     if distributed:
         import torch.distributed as dist
 
-        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        if device.type == "cuda":
+            torch.cuda.set_device(device)  # NCCL's collectives (and all_gather_object) use it
+        dist.init_process_group(backend=ddp_backend(device))
     tok, train, val = corpus_tokens(cfg)
     if resume:
-        trainer = Trainer.load(resume, train, val, rank=rank, world_size=world_size, **(overrides or {}))
+        settings = {k: v for k, v in overrides.items() if k != "device"}  # the device is resolved above
+        trainer = Trainer.load(resume, train, val, rank=rank, world_size=world_size, device=device, **settings)
         cfg = trainer.cfg  # the checkpoint's config with the overrides
     else:
-        trainer = Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok, rank=rank, world_size=world_size)
+        trainer = Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok, rank=rank, world_size=world_size,
+                          device=device)
     if distributed:
         from torch.nn.parallel import DistributedDataParallel
 
-        trainer.model = DistributedDataParallel(trainer.module)
+        # each rank's replica lives on its own GPU (device_ids); on the CPU there are none
+        trainer.model = DistributedDataParallel(
+            trainer.model, device_ids=[device.index] if device.type == "cuda" else None)
     t0 = time.perf_counter()
     history = trainer.train(steps=steps, progress=progress)
     if not history.step or history.step[-1] != trainer.step:
@@ -386,6 +560,8 @@ def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bo
         "name": cfg.name,
         "config": asdict(cfg),
         "world_size": world_size,
+        "device": str(device),
+        "precision": trainer.precision,
         "params": trainer.module.num_params(),
         "vocab_size": mcfg.vocab_size,
         "steps": trainer.step,
@@ -402,10 +578,10 @@ def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bo
     if out_dir is not None:
         trainer.save(Path(out_dir) / "ckpt.pt")  # every rank: it gathers the ranks' sampler states
     if rank == 0:
-        gen = torch.Generator().manual_seed(0)
-        start = tok.encode("\n")[None]  # (1, 1)
+        gen = torch.Generator(device=device).manual_seed(0)  # sampling draws on the model's device
+        start = tok.encode("\n")[None].to(device)  # (1, 1)
         sample = trainer.module.generate(start, 300, temperature=0.8, top_k=None, generator=gen)[0]
-        results["sample"] = tok.decode(sample[1:])
+        results["sample"] = tok.decode(sample[1:].cpu())
         if out_dir is not None:
             (Path(out_dir) / "results.json").write_text(json.dumps(results, indent=1) + "\n")
         print(f"{cfg.name}: {trainer.step} steps, val loss {final['val']:.4f} "
@@ -429,11 +605,16 @@ def main(argv: list[str] | None = None) -> dict:
                    help="train at most this many steps now, then save (continue later with --resume)")
     p.add_argument("--resume", default=None,
                    help="checkpoint to continue from (its own config is used; --max-steps replaces its max_steps)")
+    p.add_argument("--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps")
+    p.add_argument("--precision", default=None, choices=PRECISIONS,
+                   help="auto (bf16 or fp16 on CUDA GPUs, fp32 elsewhere), fp32, bf16, fp16")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     if args.config is None and args.resume is None:
         p.error("pass --config (a new run) or --resume (continue a checkpoint)")
-    overrides = {"max_steps": args.max_steps}
+    overrides = {"max_steps": args.max_steps, "device": args.device, "precision": args.precision,
+                 "compile": args.compile}
     cfg = None if args.resume else load_config(args.config, **overrides)
     return run(cfg, args.out, progress=not args.no_progress, resume=args.resume, steps=args.steps,
                overrides=overrides)
