@@ -126,7 +126,8 @@ class MaskedLM(nn.Module):
         cfg = encoder_config(cfg)
         self.cfg, self.mask_id = cfg, cfg.vocab_size - 1
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
+        # pos="rope" rotates queries and keys inside attention instead (no table)
+        self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model) if cfg.pos == "learned" else None
         self.encoder = Encoder(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         _init_like_gpt(self, cfg.n_layer)
@@ -135,7 +136,8 @@ class MaskedLM(nn.Module):
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         if idx.dim() != 2 or idx.shape[1] > self.cfg.block_size:
             raise ValueError(f"MaskedLM: idx must be (B, T) with T <= {self.cfg.block_size}; got {tuple(idx.shape)}.")
-        h = self.encoder(self.pos_emb(self.tok_emb(idx)))  # (B, T, d)
+        x = self.tok_emb(idx)  # (B, T, d)
+        h = self.encoder(x if self.pos_emb is None else self.pos_emb(x))  # (B, T, d)
         logits = self.lm_head(h)  # (B, T, V)
         loss = None
         if targets is not None:
