@@ -8,7 +8,8 @@ Each cell carries ``metadata["course"]`` with a ``role``:
 - ``setup``: trusted code run before everything (the Colab cell ``colab-setup``, imports);
 - ``answer``: the student's cell; the solution sits between ``### BEGIN SOLUTION`` and
   ``### END SOLUTION`` and is replaced by a ``NotImplementedError("TODO ...")`` stub;
-  ``exercise``, ``points``, ``forbid`` (attribute names the answer may not use) and ``wrong``
+  ``exercise``, ``points``, ``forbid`` (names the answer may not use: the lint checks its source,
+  the check helpers refuse torch functions of those names at run time, see ``guard``) and ``wrong``
   (known-wrong answers with the checks they must fail);
 - ``check``: trusted code calling ``course_lib.grading.checks``; ``checks`` (name + hint of each
   check) is synced from the cell's source by the generator;
