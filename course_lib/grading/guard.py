@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 from typing import Iterable, Iterator
 
-import torch
 from torch.overrides import TorchFunctionMode
 
 __all__ = ["ForbiddenCall", "forbid_calls", "forbidden", "watching", "normalise"]
