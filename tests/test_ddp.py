@@ -125,3 +125,25 @@ def test_ddp_resume_gives_each_rank_its_own_batches_and_the_uninterrupted_run(tm
     assert c["history"]["lr"][N + M:] == pytest.approx(expected_lr)
     res = json.loads((tmp_path / "b" / "results.json").read_text())
     assert res["steps"] == N + M + 10 and res["world_size"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine); NCCL needs two")
+def test_torchrun_on_cuda_gpus_one_process_per_gpu(tmp_path):
+    """On a GPU machine: torchrun with one process per GPU (at most two): NCCL when there are
+    two, each rank on cuda:LOCAL_RANK, mixed precision, and a checkpoint that loads on the CPU."""
+    nproc = min(2, torch.cuda.device_count())
+    cfg_path = tmp_path / "tiny.json"
+    cfg_path.write_text(json.dumps({**TINY, "threads": None}))
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "course_lib.train", "--config", str(cfg_path), "--out", str(out), "--device", "auto", "--no-progress"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads((out / "results.json").read_text())
+    assert res["device"] == "cuda:0" and res["precision"] in ("bf16", "fp16") and res["world_size"] == nproc
+    assert res["history"]["val"][-1] < res["history"]["val"][0] - 1.0
+    model, _ = load_model(out / "ckpt.pt")  # on the CPU
+    assert next(model.parameters()).device.type == "cpu"
+    state = torch.load(out / "ckpt.pt", map_location="cpu", weights_only=False)
+    assert len(state["ranks"]) == nproc and state["ranks"][0]["device_rng"] is not None
