@@ -10,7 +10,9 @@ the attention op alone (forward + backward) at the shapes of ``course_lib/config
 whole MiniGPT training steps with the fused call swapped for the plain path. Every speed-up is
 the median of per-round ratios over rounds that alternate the two paths (a drifting machine
 hits both alike). It checks first that both paths give the same outputs and gradients.
-It changes nothing in course_lib: the table is for deciding whether model.py should switch.
+A third table times GELU's exact (erf) form against its tanh approximation (GPT-2's), whose
+outputs differ slightly. It changes nothing in course_lib: the tables are for deciding whether
+model.py should switch.
 """
 from __future__ import annotations
 
@@ -140,6 +142,19 @@ def main(argv: list[str] | None = None) -> dict:
                               lambda: op_seconds(plain_causal_attention, q, k, v, repeats), args.rounds)
         results["op"][name] = {"shape": shape, "fused_ms": 1e3 * f, "plain_ms": 1e3 * pl, "speedup": ratio}
         print(f"{name:<10} {','.join(map(str, shape)):<16} {1e3 * f:>9.3f} {1e3 * pl:>9.3f} {ratio:>8.2f}x", flush=True)
+    print(f"\nGELU forward + backward on the MLP's hidden activations (B·T, 4d), exact erf against the tanh form")
+    print(f"{'config':<10} {'shape':<16} {'exact ms':>9} {'tanh ms':>9} {'speed-up':>9} {'max diff':>9}")
+    for name, cfg in shapes.items():
+        h = torch.randn(cfg.batch_size * cfg.model.block_size, 4 * cfg.model.d_model,
+                        generator=torch.Generator().manual_seed(0), requires_grad=True)
+        exact = lambda a, b, c: F.gelu(a)  # noqa: E731
+        tanh = lambda a, b, c: F.gelu(a, approximate="tanh")  # noqa: E731
+        f, pl, ratio = paired(lambda: op_seconds(exact, h, None, None, 30), lambda: op_seconds(tanh, h, None, None, 30),
+                              args.rounds)
+        diff = (F.gelu(h) - F.gelu(h, approximate="tanh")).abs().max().item()
+        results.setdefault("gelu", {})[name] = {"exact_ms": 1e3 * f, "tanh_ms": 1e3 * pl, "speedup": ratio, "max_diff": diff}
+        print(f"{name:<10} {'x'.join(map(str, h.shape)):<16} {1e3 * f:>9.3f} {1e3 * pl:>9.3f} {ratio:>8.2f}x {diff:>9.1e}",
+              flush=True)
     if args.no_steps:
         return results
     print(f"\nMiniGPT training step (vocabulary 81), median of {args.rounds} paired rounds")
