@@ -1,0 +1,123 @@
+"""Facts the chapters state in prose, each glued from code: the chapter's own cells are run
+(import cell, then the cells that glue the names) and every glued value is compared with an
+independent computation here, so a number cannot drift from what it describes.
+
+The trained model's copying behaviour (Chapter 8) needs the chapter's training run, so that
+one is read from the built book (slow tier).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from tools import ROOT
+
+BOOK = ROOT / "book"
+
+
+def _code_cells(page: str) -> list[str]:
+    import jupytext
+
+    nb = jupytext.read(BOOK / f"{page}.md")
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def glued(page: str, *names: str, also: tuple[str, ...] = ()) -> dict:
+    """Run the import cell of book/<page>.md and then, in page order, every code cell that
+    glues one of ``names`` or contains one of the strings in ``also`` (cells those need), with
+    ``glue`` recording instead of displaying; return name -> value for all they glue."""
+    cells = _code_cells(page)
+    imports = next(c for c in cells if "from course_lib import" in c and "glue" in c)
+    wanted = [c for c in cells if any(f'glue("{n}"' in c for n in names) or any(a in c for a in also)]
+    missing = [n for n in names if not any(f'glue("{n}"' in c for c in wanted)]
+    assert not missing, f"{page}: no cell glues {missing}"
+    recorded: dict = {}
+    ns: dict = {"__name__": "__chapter__"}
+    exec(compile(imports, f"{page}:imports", "exec"), ns)
+    ns["glue"] = lambda name, value, display=False: recorded.__setitem__(name, value)
+    for i, cell in enumerate(wanted):
+        exec(compile(cell, f"{page}:cell{i}", "exec"), ns)
+    return recorded
+
+
+def corpus_characters() -> int:
+    """Distinct characters of the shipped corpus, read straight from the file."""
+    from course_lib.corpus import CORPUS_PATH
+
+    return len(set(CORPUS_PATH.read_text(encoding="utf-8")))
+
+
+def chapter_config() -> dict:
+    return json.loads((ROOT / "course_lib" / "configs" / "chapter.json").read_text())
+
+
+def test_keys_is_as_far_from_are_as_the_chapter_says():
+    # the example sentence as the page shows it, with its two bold words
+    quote = re.search(r"^> (.*\*\*keys\*\*.*\*\*are\*\*.*)$", (BOOK / "01_why_transformers.md").read_text(), re.M)
+    words = quote.group(1).split()
+    keys, are = words.index("**keys**"), words.index("**are**")
+    g = glued("01_why_transformers", "keys_distance", "stairs_distance")
+    assert g["keys_distance"] == str(are - keys) == "11"
+    assert g["stairs_distance"] == str(are - words.index("stairs")) == "1"
+
+
+def test_vocabulary_and_uniform_loss_are_the_corpus_own():
+    n = corpus_characters()
+    g6 = glued("06_cross_entropy", "n_chars", "ln_n_chars")
+    assert g6["n_chars"] == str(n)
+    assert g6["ln_n_chars"] == f"{math.log(n):.3f}"
+    g8 = glued("08_training", "vocab")
+    assert g8["vocab"] == n
+
+
+def test_float16_overflow_threshold():
+    g = glued("06_cross_entropy", "fp16_max", "fp16_exp_limit", "fp32_exp_limit")
+    fp16_max = float(np.finfo(np.float16).max)  # numpy's, not torch's
+    assert g["fp16_max"] == f"{fp16_max:,.0f}" == "65,504"
+    assert g["fp16_exp_limit"] == f"{math.log(fp16_max):.2f}"
+    with np.errstate(over="ignore"):  # just past it, exp is infinite
+        assert np.isinf(np.exp(np.float16(math.log(fp16_max) + 0.01)))
+    assert g["fp32_exp_limit"] == f"{math.log(float(np.finfo(np.float32).max)):.1f}"
+
+
+def test_warmup_quoted_in_chapter_7_is_chapter_8s():
+    cfg = chapter_config()
+    g = glued("07_gradients", "ch8_warmup", "ch8_steps")
+    assert (g["ch8_warmup"], g["ch8_steps"]) == (str(cfg["warmup_steps"]), str(cfg["max_steps"]))
+    assert 0 < cfg["warmup_steps"] < cfg["max_steps"]
+
+
+def test_chapter_8_counts_and_batch_describe_the_trained_model():
+    cfg, V = chapter_config(), corpus_characters()
+    m = cfg["model"]
+    assert m["bias"] is False
+    d, T, L = m["d_model"], m["block_size"], m["n_layer"]
+    # embeddings, per block 12 d^2 (attention 4, MLP 8) + two LayerNorm gains, final LayerNorm
+    expected = V * d + T * d + L * (12 * d * d + 2 * d) + d
+    g = glued("08_training", "n_params_trained", "tied_saving_trained", "batch_size", "block_size",
+              "half_batch", "half_block", also=("text = load_corpus()", "train_ids, val_ids ="))
+    assert g["n_params_trained"] == f"{expected:,}"
+    assert g["tied_saving_trained"] == f"{V * d:,}"
+    assert (g["batch_size"], g["block_size"]) == (cfg["batch_size"], T)
+    assert (g["half_batch"], g["half_block"]) == (cfg["batch_size"] // 2, T // 2)
+
+
+def test_tied_embedding_gets_gradient_in_every_row_untied_only_in_looked_up_rows():
+    from course_lib.model import GPTConfig, MiniGPT
+
+    _ = torch.manual_seed(0)
+    model = MiniGPT(GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2, d_model=8))
+    assert model.lm_head.weight is model.tok_emb.weight, "MiniGPT ties the output layer to the embedding"
+    x = torch.tensor([[0, 1, 0, 1]])  # (1, 4): only tokens 0 and 1
+    _, loss = model(x, torch.tensor([[1, 0, 1, 0]]))
+    loss.backward()
+    rows_with_grad = (model.tok_emb.weight.grad.abs().sum(-1) > 0).tolist()
+    assert all(rows_with_grad), "tied: every row scores every position, so every row gets a gradient"
+    table = torch.randn(10, 8, requires_grad=True)
+    torch.nn.functional.embedding(x, table).sum().backward()
+    assert (table.grad.abs().sum(-1) > 0).tolist() == [True, True] + [False] * 8
