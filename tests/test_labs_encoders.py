@@ -7,7 +7,7 @@ import torch
 
 from course_lib.corpus import load_corpus
 from course_lib.data import CharTokenizer
-from course_lib.labs.finetune import PlayClassifier, clean_play, finetune, gpt2_name, play_data
+from course_lib.labs.finetune import PlayClassifier, clean_play, finetune, gpt2_name, play_data, play_texts, shuffle_words
 from course_lib.labs.mlm import encode_masked, fill_blanks
 from course_lib.labs.vision import SmallCNN, digits_split, subset, train_classifier
 from course_lib.model import GPTConfig, MiniGPT
@@ -56,10 +56,25 @@ def test_clean_play_drops_headings_directions_and_acts():
 def test_play_data_windows_are_disjoint_and_labelled(tok):
     d = play_data(tok, 64, n_train_per_play=20, n_test_per_play=10, seed=0)
     assert d.x_train.shape == (60, 64) and d.x_test.shape == (30, 64)
-    assert torch.equal(torch.bincount(d.y_train), torch.full((3,), 20))
+    assert torch.equal(torch.bincount(d.y_train), torch.full((2,), 30))  # half shuffled, half as written
     assert not set(d.text_train) & set(d.text_test)
     assert all(tok.decode(x) == t for x, t in zip(d.x_test, d.text_test))
+    texts = play_texts()
+    written = [t for t, y in zip(d.text_test, d.y_test) if y == 1]
+    shuffled = [t for t, y in zip(d.text_test, d.y_test) if y == 0]
+    assert all(any(t in play for play in texts.values()) for t in written)
+    assert not any(any(t in play for play in texts.values()) for t in shuffled)
     assert not any(re.search(r"^[A-Z]{3,}\.$", t, re.M) for t in d.text_train)  # no speaker headings
+
+
+def test_shuffle_words_keeps_the_words_and_changes_the_order():
+    g = torch.Generator().manual_seed(0)
+    passage = "If music be the food of love, play on,\nGive me"
+    out = shuffle_words(passage, g)
+    assert out != passage and len(out) == len(passage)
+    assert sorted(out.split(" ")) == sorted(passage.split(" "))
+    with pytest.raises(ValueError, match="two different words"):
+        shuffle_words("so so", g)
 
 
 def test_gpt2_names_cover_the_state_dict_and_transpose_conv1d_weights():
@@ -93,7 +108,7 @@ def test_probe_and_lora_train_only_what_they_should(tok):
     before = {k: v.clone() for k, v in body.state_dict().items()}
     _, probe = finetune(body, d, "probe", steps=2)
     _, lora = finetune(body, d, "lora", rank=2, steps=2)
-    assert probe.trainable == 16 * 3 + 3
+    assert probe.trainable == 16 * 2 + 2  # the head: d x 2 classes + 2 biases
     assert lora.trainable == probe.trainable + 2 * ((16 + 48) + (16 + 16))
     assert all(torch.equal(before[k], v) for k, v in body.state_dict().items())  # the pretrained model is copied
     with pytest.raises(ValueError, match="mode"):

@@ -1,0 +1,91 @@
+"""Benchmark: Chapter 12's transfer-learning table on the "which play?" task.
+
+    python benchmarks/finetune_bench.py                 # everything (about 10 min on 2 idle cores)
+    python benchmarks/finetune_bench.py --steps 20 --seeds 0 --out /tmp/ft.json   # a quick run
+
+Starts from the course's pretrained model (``course_lib.model.load_pretrained``; or
+``--checkpoint PATH``, a checkpoint written by ``python -m course_lib.train``) and trains, with
+the same data, steps and schedule (``course_lib.labs.finetune.FT_SETTINGS``):
+
+- ``scratch``: the same architecture from a random initialisation (the control);
+- ``probe``: the pretrained body frozen, a linear head trained (a linear probe);
+- ``full``: every weight fine-tuned;
+- ``lora``: the body frozen, LoRA adapters of rank 1, 4 and 16 on the attention projections.
+
+plus logistic regression on character n-grams of the same passages. Prints one table
+(trainable parameters, test accuracy mean over seeds, seconds) and writes
+``course_lib/results/finetune_bench.json`` (Chapter 12 glues from it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from pathlib import Path
+
+import torch
+
+from course_lib.labs.finetune import FT_SETTINGS, TASK_PLAYS, finetune, ngram_baseline, play_data
+
+RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "finetune_bench.json"
+RUNS = [("scratch", None), ("probe", None), ("full", None), ("lora", 1), ("lora", 4), ("lora", 16)]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=FT_SETTINGS["steps"])
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--checkpoint", type=Path, default=None, help="a course_lib.train checkpoint instead of the shipped one")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()[0]
+    if args.checkpoint is None:
+        from course_lib.model import load_pretrained
+
+        pretrained, tok = load_pretrained()
+        source = "course_lib/checkpoints/chapter.pt"
+    else:
+        from course_lib.train import load_model
+
+        pretrained, tok = load_model(args.checkpoint)
+        source = str(args.checkpoint)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows = []
+    for seed in seeds:
+        data = play_data(tok, pretrained.cfg.block_size, seed=seed)
+        rows.append({"mode": "ngram", "rank": None, "seed": seed, "accuracy": ngram_baseline(data),
+                     "trainable": None, "seconds": None})
+        for mode, rank in RUNS:
+            _, r = finetune(pretrained, data, mode, rank=rank or 4, steps=args.steps, seed=seed)
+            rows.append({**r.to_dict(), "seed": seed, "losses": [round(x, 4) for x in r.losses]})
+            print(f"seed {seed} {mode:8} {rank or '':>3}: test {r.accuracy:.3f} train {r.train_accuracy:.3f} "
+                  f"({r.trainable:,} trainable, {r.seconds:.0f} s)", flush=True)
+    table = []
+    for mode, rank in [("ngram", None)] + RUNS:
+        sel = [r for r in rows if r["mode"] == mode and r["rank"] == rank]
+        accs = [r["accuracy"] for r in sel]
+        table.append({"mode": mode, "rank": rank, "accuracy_mean": statistics.mean(accs),
+                      "accuracy_min": min(accs), "accuracy_max": max(accs),
+                      "train_accuracy_mean": statistics.mean(r["train_accuracy"] for r in sel) if mode != "ngram" else None,
+                      "trainable": sel[0]["trainable"], "total": sel[0].get("total"),
+                      "seconds_mean": statistics.mean(r["seconds"] for r in sel) if mode != "ngram" else None})
+    print(f"\n{'run':12} {'trainable':>10} {'test acc':>9} {'(min-max)':>13} {'seconds':>8}")
+    for t in table:
+        name = t["mode"] + (f" r={t['rank']}" if t["rank"] else "")
+        tr = f"{t['trainable']:,}" if t["trainable"] is not None else "-"
+        sec = f"{t['seconds_mean']:.0f}" if t["seconds_mean"] is not None else "-"
+        print(f"{name:12} {tr:>10} {t['accuracy_mean']:9.3f} {t['accuracy_min']:6.3f}-{t['accuracy_max']:.3f} {sec:>8}")
+    result = {"settings": {**FT_SETTINGS, "steps": args.steps}, "plays": list(TASK_PLAYS), "seeds": seeds,
+              "threads": args.threads, "pretrained": source, "table": table, "rows": rows,
+              "load_average_before": load_before}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
