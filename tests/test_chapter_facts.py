@@ -121,3 +121,26 @@ def test_tied_embedding_gets_gradient_in_every_row_untied_only_in_looked_up_rows
     table = torch.randn(10, 8, requires_grad=True)
     torch.nn.functional.embedding(x, table).sum().backward()
     assert (table.grad.abs().sum(-1) > 0).tolist() == [True, True] + [False] * 8
+
+
+def test_gelu_numbers_of_chapter_8():
+    g = glued("08_training", "gelu_min", "gelu_argmin", "gelu_slope_neg1", "gelu_tanh_gap")
+    x = np.linspace(-4, 4, 801)  # the chapter's grid, in numpy with math.erf
+    phi = np.vectorize(lambda v: 0.5 * (1 + math.erf(v / math.sqrt(2))))(x)  # Φ(x)
+    gelu = x * phi
+    tanh_form = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    i = int(gelu.argmin())
+    assert (g["gelu_min"], g["gelu_argmin"]) == (f"{gelu[i]:.3f}", f"{x[i]:.2f}")
+    # d/dx x Φ(x) = Φ(x) + x φ(x), at x = -1
+    slope = 0.5 * (1 + math.erf(-1 / math.sqrt(2))) - math.exp(-0.5) / math.sqrt(2 * math.pi)
+    assert g["gelu_slope_neg1"] == f"{slope:.3f}"
+    assert g["gelu_tanh_gap"] == f"{np.abs(gelu - tanh_form).max():.1e}"
+
+
+def test_raw_position_index_numbers_of_chapter_3():
+    g = glued("03_embeddings", "raw_token_norm", "raw_index_max", "raw_neighbour_gap", "raw_pe_norm", "raw_d")
+    d, T = int(g["raw_d"]), int(g["raw_index_max"]) + 1
+    assert g["raw_neighbour_gap"] == f"{1 / (T - 1):.4f}"
+    assert g["raw_pe_norm"] == f"{math.sqrt(d / 2):.3f}"  # each sine-cosine pair has length 1
+    # a vector of d entries of standard deviation 0.02 is about 0.02 √d long
+    assert abs(float(g["raw_token_norm"]) - 0.02 * math.sqrt(d)) < 0.01
