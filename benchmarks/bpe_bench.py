@@ -101,8 +101,9 @@ def train_interleaved(base, data: dict, scale: float = 1.0) -> dict:
             if name in done:
                 continue
             if name != "char":
+                # the character run's training time: measured once it has finished, projected before
                 target = char_total if char_total is not None else elapsed["char"] / max(char.step, 1) * char_steps
-                if char_total is not None and elapsed[name] >= char_total:
+                if tr.step >= tr.cfg.warmup_steps and elapsed[name] >= target:
                     done.add(name)
                     continue
                 if tr.step > 0 and elapsed[name] > 0:
