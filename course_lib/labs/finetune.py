@@ -8,8 +8,8 @@ act/scene lines are removed first, so a passage must be recognised from what is 
 from who says it. Windows from the first 80 % of each play are the training pool, the last
 20 % the test set (later scenes: no test window overlaps a training one).
 
-``PlayClassifier`` puts a linear head on a MiniGPT body (mean of the final vectors over the
-positions); ``finetune`` trains it in one of four modes: ``full`` (every weight), ``probe``
+``PlayClassifier`` puts a linear head on a MiniGPT body (the final vector of the last
+position); ``finetune`` trains it in one of four modes: ``full`` (every weight), ``probe``
 (the body frozen, only the head: a linear probe), ``lora`` (the body frozen, low-rank adapters
 on the attention projections plus the head) and ``scratch`` (full training from a random
 initialisation, the control).
@@ -37,7 +37,7 @@ __all__ = ["TASK_PLAYS", "FT_SETTINGS", "CLASSES", "PlayData", "clean_play", "pl
 TASK_PLAYS = ("TWELFTH NIGHT", "THE TWO GENTLEMEN OF VERONA", "THE WINTER'S TALE")
 #: Fine-tuning recipe shared by every mode (AdamW, warm-up then cosine; lr per mode).
 FT_SETTINGS = {"steps": 150, "batch_size": 32, "n_train_per_play": 100, "n_test_per_play": 200,
-               "lr": {"full": 1e-3, "scratch": 1e-3, "probe": 1e-2, "lora": 1e-2}, "weight_decay": 0.01}
+               "lr": {"full": 1e-4, "scratch": 1e-3, "probe": 1e-2, "lora": 3e-3}, "weight_decay": 0.01}
 
 _HEADING = re.compile(r"^[A-Z][A-Z0-9 .,'&-]*\.$")  # a speaker heading: "VIOLA." or "FIRST OFFICER."
 _STAGE = re.compile(r"^\s*\[.*\]\s*$")  # a whole-line stage direction
@@ -131,7 +131,8 @@ def play_data(tok: CharTokenizer, block_size: int = 64, n_train_per_play: int | 
 
 class PlayClassifier(nn.Module):
     """A MiniGPT body (embeddings, blocks, final LayerNorm; its LM head unused) and a linear
-    head on the mean of the final vectors: idx (B, T) -> logits (B, n_classes)."""
+    head on the final vector of the last position, the only one that has read the whole
+    passage through causal attention (as GPT-1 classifies): idx (B, T) -> logits (B, n_classes)."""
 
     def __init__(self, body: MiniGPT, n_classes: int):
         super().__init__()
@@ -139,13 +140,13 @@ class PlayClassifier(nn.Module):
         self.head = nn.Linear(body.cfg.d_model, n_classes)
 
     def features(self, idx: torch.Tensor) -> torch.Tensor:
-        """(B, T) ids -> (B, d): the body's final vectors, averaged over the positions."""
+        """(B, T) ids -> (B, d): the body's final vector at the last position."""
         b = self.body
         x = b.tok_emb(idx)  # (B, T, d)
         x = b.pos_emb(x) if b.pos_emb is not None else x
         for block in b.blocks:
             x = block(x)  # (B, T, d)
-        return b.ln_f(x).mean(dim=1)  # (B, d)
+        return b.ln_f(x[:, -1])  # (B, d)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(idx))  # (B, n_classes)
