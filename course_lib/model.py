@@ -34,7 +34,7 @@ from .attention import (LearnedPositionalEmbedding, apply_rope, keep_attention_w
 from .generate import generate as _generate
 
 __all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "MiniGPT", "KVCache", "LayerKV",
-           "TorchEncoderGPT", "flops_per_token", "kv_cache_bytes", "load_pretrained", "load_pretrained_info",
+           "TorchEncoderGPT", "flops_per_token", "kv_cache_bytes", "to_grouped_query", "load_pretrained", "load_pretrained_info", "export_pretrained",
            "PRETRAINED"]
 
 ATTENTION_KINDS = ("fused", "course_lib")
@@ -456,6 +456,33 @@ class TorchEncoderGPT(nn.Module):
         return logits, loss
 
 
+@torch.no_grad()
+def to_grouped_query(model: MiniGPT, n_kv_heads: int) -> MiniGPT:
+    """A copy of a multi-head MiniGPT with ``n_kv_heads`` key/value heads: each group's key and
+    value projections are the mean of its heads' (the conversion of Ainslie et al. 2023, before
+    any further training). n_kv_heads = n_head gives the same model.
+
+    Only the key/value rows of every ``attn.qkv`` change: (d + 2 n_head hd) -> (d + 2 n_kv hd) rows.
+    """
+    cfg = model.cfg
+    if cfg.kv_heads != cfg.n_head:
+        raise ValueError("to_grouped_query: the model already has grouped key/value heads; start from multi-head attention.")
+    new_cfg = replace(cfg, n_kv_heads=n_kv_heads)  # validates that n_kv_heads divides n_head
+    out = MiniGPT(new_cfg)
+    state = model.state_dict()
+    d, hd, H, group = cfg.d_model, cfg.head_dim, cfg.n_head, cfg.n_head // n_kv_heads
+    for i in range(cfg.n_layer):
+        for kind in ("weight", "bias"):
+            key = f"blocks.{i}.attn.qkv.{kind}"
+            if key not in state:
+                continue
+            q, k, v = state[key].split(d)  # (d, ...) each: the rows of Q, K and V
+            pool = lambda t: t.reshape(n_kv_heads, group, hd, *t.shape[1:]).mean(dim=1).reshape(n_kv_heads * hd, *t.shape[1:])
+            state[key] = torch.cat([q, pool(k), pool(v)])  # (d + 2 n_kv hd, ...)
+    out.load_state_dict(state)
+    return out.train(model.training)
+
+
 # The course's pretrained MiniGPT (Part IV starts from it): see course_lib/checkpoints/README.md.
 PRETRAINED = {
     "chapter": Path(__file__).parent / "checkpoints" / "chapter.pt",
@@ -499,3 +526,27 @@ def load_pretrained_info(name: str = "chapter", verify: bool = True) -> dict:
             raise ValueError(f"load_pretrained: {path} has sha256 {got}, expected {want}: the file is damaged "
                              "(or a Git LFS pointer); fetch it again from the repository.")
     return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def export_pretrained(trainer_checkpoint: str | Path, out: str | Path) -> str:
+    """Write the inference part of a ``course_lib.train`` checkpoint (config, vocab_size, model
+    weights, tokenizer, the final validation loss and step; no optimiser or RNG state) to
+    ``out`` and its sha256 to ``out`` with suffix ``.sha256``. Returns the sha256."""
+    state = torch.load(trainer_checkpoint, map_location="cpu", weights_only=False)
+    history = state.get("history") or {}
+    if not history.get("val"):
+        raise ValueError(f"export_pretrained: {trainer_checkpoint} has no validation history; train with evaluation on.")
+    keep = {
+        "config": state["config"],
+        "vocab_size": state["vocab_size"],
+        "model": state["model"],
+        "tokenizer": state["tokenizer"],
+        "val_loss": float(history["val"][-1]),
+        "step": int(state["step"]),
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(keep, out)
+    digest = _sha256(out)
+    out.with_suffix(".sha256").write_text(f"{digest}  {out.name}\n")
+    return digest

@@ -293,3 +293,58 @@ def test_new_config_options_reject_bad_values():
         GPTConfig(**CFG, pos="alibi")
     with pytest.raises(ValueError, match="even"):
         GPTConfig(vocab_size=10, d_model=12, n_head=4, pos="rope")
+
+
+def test_to_grouped_query_mean_pools_key_value_heads():
+    from course_lib.model import to_grouped_query
+    mha = _model().eval()
+    idx = torch.randint(23, (2, 12))
+    torch.testing.assert_close(to_grouped_query(mha, 4)(idx)[0], mha(idx)[0])
+    gqa = to_grouped_query(mha, 2)
+    w_old, w_new = mha.blocks[1].attn.qkv.weight, gqa.blocks[1].attn.qkv.weight  # (96, 32), (64, 32)
+    assert w_new.shape == (32 + 2 * 2 * 8, 32)
+    torch.testing.assert_close(w_new[:32], w_old[:32])  # queries untouched
+    k_old = w_old[32:64].reshape(4, 8, 32)  # (head, hd, d)
+    torch.testing.assert_close(w_new[32:48], torch.cat([(k_old[0] + k_old[1]) / 2, (k_old[2] + k_old[3]) / 2]))
+    with pytest.raises(ValueError, match="divide"):
+        to_grouped_query(mha, 3)
+
+
+def test_pretrained_checkpoint_checksum_and_validation_loss():
+    """The shipped checkpoint: its sha256 matches the recorded one, and its loss on held-out
+    windows is near the validation loss recorded when it was trained."""
+    import hashlib
+
+    from course_lib.data import shakespeare_splits
+    from course_lib.model import PRETRAINED, load_pretrained, load_pretrained_info
+
+    path = PRETRAINED["chapter"]
+    recorded = path.with_suffix(".sha256").read_text().split()[0]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == recorded
+    readme = (path.parent / "README.md").read_text()
+    assert recorded in readme  # the README states the same checksum
+    model, tok = load_pretrained()
+    info = load_pretrained_info()
+    assert not model.training and tok.vocab_size == model.cfg.vocab_size
+    val = shakespeare_splits(info["config"]["val_fraction"]).val
+    T = model.cfg.block_size
+    starts = torch.randint(len(val) - T - 1, (16,), generator=torch.Generator().manual_seed(0)).tolist()
+    x = torch.stack([val[s:s + T] for s in starts])  # (16, T)
+    y = torch.stack([val[s + 1:s + 1 + T] for s in starts])
+    with torch.no_grad():
+        loss = model(x, y)[1].item()
+    assert abs(loss - info["val_loss"]) < 0.15, (loss, info["val_loss"])
+    assert loss < math.log(model.cfg.vocab_size) - 2  # far better than uniform: trained weights loaded
+
+
+def test_load_pretrained_rejects_a_damaged_file(tmp_path, monkeypatch):
+    from course_lib import model as model_module
+
+    bad = tmp_path / "chapter.pt"
+    bad.write_bytes(b"version https://git-lfs.github.com/spec/v1\n")
+    (tmp_path / "chapter.sha256").write_text(model_module._sha256(model_module.PRETRAINED["chapter"]) + "\n")
+    monkeypatch.setitem(model_module.PRETRAINED, "chapter", bad)
+    with pytest.raises(ValueError, match="sha256"):
+        model_module.load_pretrained()
+    with pytest.raises(ValueError, match="unknown model"):
+        model_module.load_pretrained("huge")
