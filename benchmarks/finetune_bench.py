@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from course_lib.labs.finetune import FT_SETTINGS, TASK_PLAYS, finetune, ngram_baseline, play_data
+from course_lib.labs.finetune import FT_SETTINGS, TASK_PLAYS, finetune, ngram_baseline, play_data, zero_shot
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "finetune_bench.json"
 RUNS = [("scratch", None), ("probe", None), ("full", None), ("lora", 1), ("lora", 4), ("lora", 16)]
@@ -45,33 +45,44 @@ def main(argv: list[str] | None = None) -> dict:
     if args.checkpoint is None:
         from course_lib.model import load_pretrained
 
+        from course_lib.model import load_pretrained_info
+
         pretrained, tok = load_pretrained()
-        source = "course_lib/checkpoints/chapter.pt"
+        info = load_pretrained_info()
+        source = {"path": "course_lib/checkpoints/chapter.pt", "val_loss": info["val_loss"],
+                  "steps": info.get("config", {}).get("max_steps")}
     else:
         from course_lib.train import load_model
 
         pretrained, tok = load_model(args.checkpoint)
-        source = str(args.checkpoint)
+        results = args.checkpoint.parent / "results.json"  # written next to ckpt.pt by the trainer
+        meta = json.loads(results.read_text()) if results.exists() else {}
+        source = {"path": str(args.checkpoint), "val_loss": meta.get("final_val_loss"), "steps": meta.get("steps")}
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = []
     for seed in seeds:
         data = play_data(tok, pretrained.cfg.block_size, seed=seed)
         rows.append({"mode": "ngram", "rank": None, "seed": seed, "accuracy": ngram_baseline(data),
                      "trainable": None, "seconds": None})
+        zs = zero_shot(pretrained, data)
+        rows.append({"mode": "zero_shot", "rank": None, "seed": seed, "trainable": 0, "seconds": None, **zs})
+        print(f"seed {seed} zero-shot   : test {zs['accuracy']:.3f}", flush=True)
         for mode, rank in RUNS:
             _, r = finetune(pretrained, data, mode, rank=rank or 4, steps=args.steps, seed=seed)
             rows.append({**r.to_dict(), "seed": seed, "losses": [round(x, 4) for x in r.losses]})
             print(f"seed {seed} {mode:8} {rank or '':>3}: test {r.accuracy:.3f} train {r.train_accuracy:.3f} "
                   f"({r.trainable:,} trainable, {r.seconds:.0f} s)", flush=True)
     table = []
-    for mode, rank in [("ngram", None)] + RUNS:
+    for mode, rank in [("ngram", None), ("zero_shot", None)] + RUNS:
         sel = [r for r in rows if r["mode"] == mode and r["rank"] == rank]
         accs = [r["accuracy"] for r in sel]
         table.append({"mode": mode, "rank": rank, "accuracy_mean": statistics.mean(accs),
                       "accuracy_min": min(accs), "accuracy_max": max(accs),
-                      "train_accuracy_mean": statistics.mean(r["train_accuracy"] for r in sel) if mode != "ngram" else None,
+                      "train_accuracy_mean": statistics.mean(r["train_accuracy"] for r in sel) if "train_accuracy" in sel[0] else None,
                       "trainable": sel[0]["trainable"], "total": sel[0].get("total"),
-                      "seconds_mean": statistics.mean(r["seconds"] for r in sel) if mode != "ngram" else None})
+                      "seconds_mean": statistics.mean(r["seconds"] for r in sel) if sel[0]["seconds"] is not None else None})
+        if mode == "zero_shot":
+            table[-1].update({k: statistics.mean(r[k] for r in sel) for k in ("loss_as_written", "loss_shuffled")})
     print(f"\n{'run':12} {'trainable':>10} {'test acc':>9} {'(min-max)':>13} {'seconds':>8}")
     for t in table:
         name = t["mode"] + (f" r={t['rank']}" if t["rank"] else "")

@@ -132,3 +132,17 @@ def test_mlm_fills_common_words(tok):
     model, losses, _ = train_mlm(s.tokenizer, s.train, steps=300)
     assert sum(losses[-20:]) / 20 < sum(losses[:20]) / 20 - 1.0
     assert fill_blanks(model, s.tokenizer, "the k_ng") != "the k ng"
+
+
+def test_mean_lm_loss_matches_a_per_passage_cross_entropy(tok):
+    from course_lib.labs.finetune import mean_lm_loss, zero_shot
+
+    torch.manual_seed(0)
+    model = MiniGPT(GPTConfig(vocab_size=tok.vocab_size, block_size=64, n_layer=1, n_head=2, d_model=16)).eval()
+    d = play_data(tok, 64, n_train_per_play=4, n_test_per_play=4)
+    got = mean_lm_loss(model, d.x_test)
+    with torch.no_grad():
+        want = torch.stack([torch.nn.functional.cross_entropy(model(x[None])[0][0, :-1], x[1:]) for x in d.x_test])
+    torch.testing.assert_close(got, want)
+    zs = zero_shot(model, d)
+    assert 0.0 <= zs["accuracy"] <= 1.0 and set(zs) == {"accuracy", "loss_as_written", "loss_shuffled"}

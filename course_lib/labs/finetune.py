@@ -31,7 +31,7 @@ from ..lora import add_lora, count_trainable
 from ..model import MiniGPT
 
 __all__ = ["TASK_PLAYS", "FT_SETTINGS", "CLASSES", "PlayData", "clean_play", "play_texts", "shuffle_words", "play_data", "PlayClassifier",
-           "FinetuneResult", "finetune", "evaluate", "ngram_baseline", "gpt2_name"]
+           "FinetuneResult", "finetune", "evaluate", "ngram_baseline", "mean_lm_loss", "zero_shot", "gpt2_name"]
 
 #: The three plays entirely inside the validation part of the corpus (never pretrained on).
 TASK_PLAYS = ("TWELFTH NIGHT", "THE TWO GENTLEMEN OF VERONA", "THE WINTER'S TALE")
@@ -230,6 +230,25 @@ def ngram_baseline(data: PlayData) -> float:
     xtr = vec.fit_transform(data.text_train)
     clf = LogisticRegression(max_iter=2000, C=10.0).fit(xtr, data.y_train.numpy())
     return float((clf.predict(vec.transform(data.text_test)) == data.y_test.numpy()).mean())
+
+
+@torch.no_grad()
+def mean_lm_loss(model: MiniGPT, x: torch.Tensor) -> torch.Tensor:
+    """(N, T) ids -> (N,): the language model's mean next-character loss on each passage."""
+    logits = model(x)[0]  # (N, T, V)
+    nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), x[:, 1:], reduction="none")  # (N, T - 1)
+    return nll.mean(dim=1)
+
+
+def zero_shot(model: MiniGPT, data: PlayData) -> dict:
+    """The task without any training: call a passage "as written" when the pretrained model's
+    loss on it is below the median loss of the training passages. Returns the test accuracy
+    and the mean test loss of each class."""
+    train_loss, test_loss = mean_lm_loss(model, data.x_train), mean_lm_loss(model, data.x_test)  # (N,) each
+    guess = (test_loss < train_loss.median()).long()  # 1 = as written
+    return {"accuracy": (guess == data.y_test).float().mean().item(),
+            "loss_as_written": test_loss[data.y_test == 1].mean().item(),
+            "loss_shuffled": test_loss[data.y_test == 0].mean().item()}
 
 
 _GPT2_NAMES = [
