@@ -141,22 +141,13 @@ def test_matrix_panels_one_heatmap_per_matrix():
         matrix_panels([mask], ["a", "b"])
 
 
-def test_bar_probs_into_a_panel_and_optimiser_paths():
-    from course_lib.optim import SURFACES, optimise_2d
-    from course_lib.viz.plotting import optimiser_paths
-
+def test_bar_probs_into_a_panel():
     fig, axes = new_figure(1, 2)
     assert bar_probs([0.7, 0.3], ["t", "o"], highlight=0, ylabel="weight", ax=axes[0]) is axes[0]
     assert axes[0].get_ylabel() == "weight"
+    heights = [p.get_height() for p in axes[0].patches]
+    np.testing.assert_allclose(heights, [0.7, 0.3])
     plt.close(fig)
-    f, minimum, bounds = SURFACES["ravine"]
-    path, _ = optimise_2d("SGD", 0.4, steps=5)
-    fig = optimiser_paths(f, minimum, bounds, [("SGD", path)], title="ravine")
-    _assert_course_figure(fig)
-    sgd = [l for l in fig.axes[0].get_lines() if l.get_label() == "SGD"][0]
-    np.testing.assert_allclose(sgd.get_xydata(), np.asarray(path))
-    with pytest.raises(ValueError, match=r"\(n_points, 2\)"):
-        optimiser_paths(f, minimum, bounds, [("bad", np.zeros(4))])
 
 
 def test_agrees_uses_the_dtype_round_off_and_says_yes_or_no():

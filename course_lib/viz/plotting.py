@@ -28,7 +28,6 @@ __all__ = [
     "line_panels",
     "vector_plot",
     "matrix_panels",
-    "optimiser_paths",
 ]
 
 #: A colour-blind-safe cycle (Okabe & Ito), used by every figure in the book.
@@ -379,36 +378,3 @@ def matrix_panels(matrices: Sequence, titles: Sequence[str], *, labels: Sequence
         fig.colorbar(im, ax=axes[-1], fraction=0.046, pad=0.04)
     return finish_figure(fig)
 
-
-def optimiser_paths(f, minimum: Sequence[float], bounds: Sequence[float], runs: Sequence[tuple],
-                    title: str | None = None, figsize: tuple[float, float] = (7.0, 3.6)):
-    """Contours of a two-parameter loss with one optimiser path per run.
-
-    f: loss of two tensors (x, y) of equal shape, elementwise (as ``course_lib.optim.SURFACES``);
-    minimum: its (x, y); bounds: (x0, x1, y0, y1) of the view.
-    runs: (label, path) pairs, path an (n_steps + 1, 2) array of the points visited; points
-    beyond 1e3 (a diverging run) are left out. Returns the finished figure.
-    """
-    import torch
-
-    x0, x1, y0, y1 = bounds
-    xs, ys = np.meshgrid(np.linspace(x0, x1, 200), np.linspace(y0, y1, 200))  # (200, 200) each
-    zs = _to_numpy(f(torch.from_numpy(xs), torch.from_numpy(ys)))  # (200, 200)
-    fig, ax = new_figure(figsize=figsize)
-    ax.contour(xs, ys, np.log1p(zs), levels=15, colors="#BBBBBB", linewidths=0.8)  # log: see the valley floor
-    for i, (label, path) in enumerate(runs):
-        path = _to_numpy(path)
-        if path.ndim != 2 or path.shape[1] != 2:
-            raise ValueError(f"optimiser_paths: path {label!r} has shape {path.shape}; give (n_points, 2).")
-        inside = (np.abs(path) < 1e3).all(axis=1)
-        ax.plot(path[inside, 0], path[inside, 1], marker="o", ms=2.5, lw=1.2,
-                color=COLORS[i % len(COLORS)], label=label)
-    ax.plot(*minimum, "*", color="black", ms=12, label="minimum")
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(y0, y1)
-    ax.set_xlabel("$x$")
-    ax.set_ylabel("$y$")
-    if title:
-        ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper right")
-    return finish_figure(fig)
