@@ -144,3 +144,28 @@ def test_raw_position_index_numbers_of_chapter_3():
     assert g["raw_pe_norm"] == f"{math.sqrt(d / 2):.3f}"  # each sine-cosine pair has length 1
     # a vector of d entries of standard deviation 0.02 is about 0.02 √d long
     assert abs(float(g["raw_token_norm"]) - 0.02 * math.sqrt(d)) < 0.01
+
+
+@pytest.mark.slow
+def test_chapter_8_model_does_not_copy_as_its_prose_says(built_book):
+    """Chapter 8 says its small model has not learned to copy (no induction heads): the glued
+    loss on the second copy of a repeated random sequence must not be far below the first.
+    If a new configuration learns to copy, this fails and the prose must change with it."""
+    import ast
+
+    import nbformat
+
+    values = {}
+    build = built_book / "jupyter_execute" / "book"
+    side = build / "08_training.glue.json"
+    if side.exists():  # glue cells tagged remove-cell live here
+        for name, out in json.loads(side.read_text()).items():
+            values[name] = next(v for k, v in out["data"].items() if k.endswith("text/plain"))
+    for cell in nbformat.read(build / "08_training.ipynb", as_version=4).cells:
+        for out in cell.get("outputs", []):
+            meta = out.get("metadata", {}).get("scrapbook")
+            if meta:
+                values[meta["name"]] = next(v for k, v in out["data"].items() if k.endswith("text/plain"))
+    first, second = (float(ast.literal_eval(values[k])) for k in ("copy_loss_first", "copy_loss_second"))
+    assert first > math.log(corpus_characters()), "random characters are less likely than uniform guesses"
+    assert second > 0.8 * first, "the model now copies: rewrite Chapter 8's paragraph on induction heads"
