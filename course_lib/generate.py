@@ -203,8 +203,9 @@ def generate(
 
 def distinct_n(ids, n: int = 2) -> float:
     """The share of distinct n-grams among all n-grams of a sequence (Li et al. 2016):
-    1.0 when nothing repeats, small for text that loops. ids: a 1-D sequence of token ids."""
-    ids = [int(t) for t in (ids.tolist() if torch.is_tensor(ids) else ids)]
+    1.0 when nothing repeats, small for text that loops. ids: a 1-D sequence of token ids (a
+    tensor or a list), or of any hashable items such as words."""
+    ids = ids.tolist() if torch.is_tensor(ids) else list(ids)
     if n < 1:
         raise ValueError(f"distinct_n: n must be >= 1; got {n}.")
     grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
