@@ -41,6 +41,13 @@ ATTENTION_KINDS = ("fused", "course_lib")
 POSITION_KINDS = ("learned", "rope")
 
 
+def next_token_loss(logits: torch.Tensor, targets: torch.Tensor | None) -> torch.Tensor | None:
+    """Mean cross-entropy of logits (B, T, V) against targets (B, T); None without targets."""
+    if targets is None:
+        return None
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+
 @dataclass
 class GPTConfig:
     """Shape of a MiniGPT. ``attention``: "fused" (F.scaled_dot_product_attention) or
@@ -371,10 +378,7 @@ class MiniGPT(nn.Module):
         if cache is not None:
             cache.pos += T
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
-        return logits, loss
+        return logits, next_token_loss(logits, targets)
 
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:
@@ -450,10 +454,7 @@ class TorchEncoderGPT(nn.Module):
         x = self.pos_emb(self.tok_emb(idx))  # (B, T, d)
         x = self.encoder(x, mask=self.mask[:T, :T], is_causal=True)  # (B, T, d)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
-        return logits, loss
+        return logits, next_token_loss(logits, targets)
 
 
 @torch.no_grad()

@@ -21,15 +21,14 @@ from course_lib.schedule import warmup_cosine
 from course_lib.train import (Trainer, TrainConfig, corpus_tokens, ddp_backend, load_config, load_model, main,
                               move_batch, resolve_device, resolve_precision)
 
-TINY = dict(model=dict(block_size=16, n_layer=2, n_head=2, d_model=32), batch_size=8, max_steps=30, lr=3e-3,
-            min_lr=3e-4, warmup_steps=5, eval_interval=10, eval_batches=2, eval_batch_size=16,
-            corpus="synthetic", name="tiny")
+import train_support
+
+# the shared tiny run, shortened: these tests look at one step or a few
+TINY = {**train_support.TINY, "max_steps": 30, "warmup_steps": 5, "eval_interval": 10, "eval_batches": 2}
 
 
 def _trainer(**kw) -> Trainer:
-    cfg = TrainConfig(**{**TINY, **kw})
-    tok, train, val = corpus_tokens(cfg)
-    return Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok)
+    return train_support.tiny_trainer(**{**TINY, **kw})
 
 
 @pytest.fixture

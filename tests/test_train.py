@@ -10,17 +10,10 @@ import torch
 
 from course_lib.model import MiniGPT
 from course_lib.schedule import warmup_cosine
+from train_support import TINY, tiny_trainer
 from course_lib.train import Trainer, TrainConfig, corpus_tokens, load_config, load_model, main, make_optimizer
 
-TINY = dict(model=dict(block_size=16, n_layer=2, n_head=2, d_model=32), batch_size=8, max_steps=60, lr=3e-3,
-            min_lr=3e-4, warmup_steps=10, eval_interval=20, eval_batches=4, eval_batch_size=16,
-            corpus="synthetic", name="tiny")
-
-
-def _trainer(**kw) -> Trainer:
-    cfg = TrainConfig(**{**TINY, **kw})
-    tok, train, val = corpus_tokens(cfg)
-    return Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok)
+_trainer = tiny_trainer
 
 
 def test_training_lowers_the_loss_well_below_ln_vocab():
