@@ -62,6 +62,20 @@ def test_bwrap_command_isolates_and_binds_only_read_only():
         sandboxing.command(_sb(), ["true"], {"../x": 3}, {})
 
 
+def test_a_clone_under_tmp_gets_a_tmpfs_at_tmp_before_its_binds():
+    """A repository or virtual environment under /tmp (a CI clone, a worktree) is bound inside
+    a tmpfs mounted at /tmp first; /tmp cannot then also be the scratch folder's symlink
+    (bwrap: "Can't make symlink at /tmp: File exists")."""
+    plain = sandboxing.command(_sb(), ["true"], {}, {})
+    assert plain[plain.index("--symlink", plain.index(sandboxing.SCRATCH)) + 2] == "/tmp"
+    sb = sandboxing.Sandbox("/usr/bin/bwrap", ("/usr", "/tmp/clone/.venv", "/tmp/clone/course_lib"), scratch_mb=64)
+    cmd = sandboxing.command(sb, ["true"], {}, {})
+    tmpfs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--tmpfs"]
+    assert tmpfs == ["/tmp", sandboxing.SCRATCH]
+    assert cmd.index("--tmpfs") < cmd.index("/tmp/clone/.venv")  # mounted first, then bound into
+    assert not any(a == "--symlink" and cmd[i + 2] == "/tmp" for i, a in enumerate(cmd))
+
+
 def test_readonly_paths_keep_the_outermost_and_hide_the_repository():
     paths = sandboxing.readonly_paths()
     assert sys.base_prefix in paths or any(sys.base_prefix.startswith(p + "/") for p in paths)

@@ -80,11 +80,19 @@ def command(sb: Sandbox, argv: list[str], files: dict[str, int], env: dict[str, 
     scratch folder to an open descriptor its content is copied from; ``env`` is the complete
     environment inside. Descriptors the caller passes (``pass_fds``) stay open inside."""
     cmd = [sb.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    size = ["--size", str(sb.scratch_mb * 1024 * 1024)]
+    # /tmp is the scratch folder's tmp/, unless Python or course_lib live under /tmp (a clone
+    # or a virtual environment there): then /tmp is a tmpfs of its own, mounted before the
+    # read-only binds that go inside it.
+    under_tmp = any(p == "/tmp" or p.startswith("/tmp/") for p in sb.readonly)
+    if under_tmp:
+        cmd += [*size, "--tmpfs", "/tmp"]
     for p in sb.readonly:
         cmd += _bind_args(p)
-    cmd += ["--proc", "/proc", "--dev", "/dev",
-            "--size", str(sb.scratch_mb * 1024 * 1024), "--tmpfs", SCRATCH,
-            "--dir", f"{SCRATCH}/home", "--dir", f"{SCRATCH}/tmp", "--symlink", f"{SCRATCH}/tmp", "/tmp"]
+    cmd += ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", SCRATCH,
+            "--dir", f"{SCRATCH}/home", "--dir", f"{SCRATCH}/tmp"]
+    if not under_tmp:
+        cmd += ["--symlink", f"{SCRATCH}/tmp", "/tmp"]
     for name, fd in files.items():
         if "/" in name:
             raise ValueError(f"sandbox files are plain names in the scratch folder, got {name!r}.")
