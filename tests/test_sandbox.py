@@ -89,6 +89,8 @@ def test_inner_environment_is_small_and_points_into_the_scratch_folder():
     env = sandboxing.inner_env(2)
     assert env["HOME"].startswith(sandboxing.SCRATCH) and env["TMPDIR"].startswith(sandboxing.SCRATCH)
     assert env["OMP_NUM_THREADS"] == "2"
+    import course_lib  # the kernel imports the very course_lib the grader runs (bound read-only)
+    assert Path(env["PYTHONPATH"]) / "course_lib" == Path(course_lib.__file__).resolve().parent
     assert not any(k in env for k in ("COURSE_LIB_SOURCE", "PYTEST_ADDOPTS", "SSH_AUTH_SOCK", "AWS_ACCESS_KEY_ID"))
 
 

@@ -104,8 +104,13 @@ def command(sb: Sandbox, argv: list[str], files: dict[str, int], env: dict[str, 
 
 
 def inner_env(threads: int | None) -> dict[str, str]:
-    """The environment inside the sandbox (everything else is cleared)."""
+    """The environment inside the sandbox (everything else is cleared). PYTHONPATH names the
+    folder of the course_lib the grader itself runs (bound read-only), so the kernel imports
+    that one whatever way it was installed."""
+    import course_lib
+
     env = {
+        "PYTHONPATH": str(Path(course_lib.__file__).resolve().parents[1]),
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
         "HOME": f"{SCRATCH}/home", "TMPDIR": f"{SCRATCH}/tmp", "LANG": "C.UTF-8",
         "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
