@@ -82,6 +82,19 @@ class CharTokenizer:
         return cls(state["chars"])
 
 
+def tokenizer_from_state(state: dict):
+    """The tokenizer a checkpoint saved: a ``BPETokenizer`` (its state has merges) or a
+    ``CharTokenizer`` (its state has the characters)."""
+    if "merges" in state:
+        from .bpe import BPETokenizer
+
+        return BPETokenizer.from_state_dict(state)
+    if "chars" in state:
+        return CharTokenizer.from_state_dict(state)
+    raise ValueError(f"tokenizer_from_state: not a saved tokenizer (keys {sorted(state)}); expected "
+                     "the state_dict() of a CharTokenizer ('chars') or a BPETokenizer ('merges').")
+
+
 def split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
     """Deterministic split by position: the first (1 - val_fraction) of the text trains, the rest
     validates. For the Shakespeare corpus (plays in alphabetical order) the validation part is

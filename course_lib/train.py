@@ -42,7 +42,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .data import BatchSampler, CharTokenizer, shakespeare_splits, split_text, synthetic_corpus
+from .data import (BatchSampler, CharTokenizer, encode_splits, shakespeare_splits, split_text, synthetic_corpus,
+                   tokenizer_from_state)
 from .model import GPTConfig, MiniGPT, flops_per_token
 from .schedule import warmup_cosine
 
@@ -179,6 +180,7 @@ class TrainConfig:
     eval_batch_size: int = 64
     seed: int = 1337
     corpus: str = "shakespeare"  # or "synthetic" (the tiny test corpus)
+    tokenizer: str = "char"  # or "bpe-N": byte-level BPE with N tokens learned on the training split (Ch. 9)
     val_fraction: float = 0.1
     threads: int | None = None
     name: str = "run"
@@ -198,6 +200,9 @@ class TrainConfig:
             )
         if self.corpus not in ("shakespeare", "synthetic"):
             raise ValueError(f"TrainConfig: corpus must be 'shakespeare' or 'synthetic'; got {self.corpus!r}.")
+        if self.tokenizer != "char" and bpe_vocab_size(self.tokenizer) is None:
+            raise ValueError(f"TrainConfig: tokenizer must be 'char' or 'bpe-N' with N >= 257 (e.g. 'bpe-1024'); "
+                             f"got {self.tokenizer!r}.")
         try:
             _check_device_name(self.device)
         except ValueError as e:
@@ -208,6 +213,14 @@ class TrainConfig:
     @property
     def tokens_per_step(self) -> int:
         return self.batch_size * self.model.block_size
+
+
+def bpe_vocab_size(name: str) -> int | None:
+    """1024 for the tokenizer setting 'bpe-1024'; None if ``name`` is not of that form."""
+    head, _, size = name.partition("-")
+    if head != "bpe" or not size.isdigit() or int(size) < 257:  # 256 bytes + the end-of-text token
+        return None
+    return int(size)
 
 
 def _model_from_dict(data: dict) -> GPTConfig:
@@ -298,7 +311,7 @@ class Trainer:
     """
 
     def __init__(self, cfg: TrainConfig, train_tokens: torch.Tensor, val_tokens: torch.Tensor,
-                 vocab_size: int, tokenizer: CharTokenizer | None = None, rank: int = 0, world_size: int = 1,
+                 vocab_size: int, tokenizer=None, rank: int = 0, world_size: int = 1,
                  device: str | torch.device | None = None):
         self.cfg, self.tokenizer, self.rank, self.world_size = cfg, tokenizer, rank, world_size
         self.device = resolve_device(cfg.device if device is None else device)
@@ -459,7 +472,7 @@ class Trainer:
         data = {**state["config"], **{k: v for k, v in overrides.items() if v is not None}}
         _clamp_warmup(data, overrides)
         cfg = TrainConfig(**data)
-        tok = CharTokenizer.from_state_dict(state["tokenizer"]) if state.get("tokenizer") else None
+        tok = tokenizer_from_state(state["tokenizer"]) if state.get("tokenizer") else None
         trainer = cls(cfg, train_tokens, val_tokens, state["vocab_size"], tokenizer=tok, rank=rank,
                       world_size=world_size, device=device)
         trainer.module.load_state_dict(state["model"])  # copies onto the trainer's device
@@ -485,7 +498,7 @@ class Trainer:
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu",
-               map_location="cpu") -> tuple[MiniGPT, CharTokenizer | None]:
+               map_location="cpu") -> tuple[MiniGPT, object | None]:
     """Just the trained model (eval mode, on ``device``) and its tokenizer from a checkpoint.
     ``map_location`` as in ``Trainer.load``: the CPU by default, so a checkpoint written on a
     GPU loads on a machine without one."""
@@ -494,18 +507,30 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
     model = MiniGPT(cfg.model.with_vocab(state["vocab_size"]))
     model.load_state_dict(state["model"])
     model = model.to(resolve_device(device))
-    tok = CharTokenizer.from_state_dict(state["tokenizer"]) if state.get("tokenizer") else None
+    tok = tokenizer_from_state(state["tokenizer"]) if state.get("tokenizer") else None
     return model.eval(), tok
 
 
-def corpus_tokens(cfg: TrainConfig) -> tuple[CharTokenizer, torch.Tensor, torch.Tensor]:
-    """The tokenizer and the train/validation tokens the config asks for."""
+def corpus_tokens(cfg: TrainConfig):
+    """The tokenizer and the train/validation tokens (1-D int64) the config asks for. A BPE
+    tokenizer (``tokenizer="bpe-N"``) learns its merges from the training split only."""
     if cfg.corpus == "synthetic":
         text = synthetic_corpus(20_000, seed=0)
-        tok = CharTokenizer.from_text(text)
-        train, val = split_text(text, cfg.val_fraction)
-        return tok, tok.encode(train), tok.encode(val)
-    s = shakespeare_splits(cfg.val_fraction)
+        if cfg.tokenizer == "char":
+            tok = CharTokenizer.from_text(text)
+            train, val = split_text(text, cfg.val_fraction)
+            return tok, tok.encode(train), tok.encode(val)
+    else:
+        if cfg.tokenizer == "char":
+            s = shakespeare_splits(cfg.val_fraction)
+            return s.tokenizer, s.train, s.val
+        from .corpus import load_corpus
+
+        text = load_corpus()
+    from .bpe import BPETokenizer
+
+    tok = BPETokenizer.train(split_text(text, cfg.val_fraction)[0], bpe_vocab_size(cfg.tokenizer))
+    s = encode_splits(text, tok, cfg.val_fraction)
     return s.tokenizer, s.train, s.val
 
 

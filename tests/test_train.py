@@ -160,3 +160,25 @@ def test_shipped_configs_are_valid():
     for name in names:
         cfg = load_config(files("course_lib").joinpath("configs", name))
         assert cfg.corpus == "shakespeare"
+
+
+def test_bpe_tokenizer_in_the_training_pipeline(tmp_path):
+    """tokenizer="bpe-N": merges learned on the training split, the model's vocabulary is N, and
+    the checkpoint brings the same BPE tokenizer back (decode(encode(s)) == s)."""
+    from course_lib.bpe import BPETokenizer
+
+    t = tiny_trainer(tokenizer="bpe-300", max_steps=3, warmup_steps=1, eval_interval=3)
+    assert isinstance(t.tokenizer, BPETokenizer) and t.model.cfg.vocab_size == 300
+    t.train(progress=False)
+    t.save(tmp_path / "ckpt.pt")
+    model, tok = load_model(tmp_path / "ckpt.pt")
+    assert isinstance(tok, BPETokenizer) and tok.state_dict() == t.tokenizer.state_dict()
+    text = "To be, or not to be: that is the question. Ünïcödé ✓"
+    assert tok.decode(tok.encode(text)) == text
+    assert model.cfg.vocab_size == 300
+
+
+@pytest.mark.parametrize("bad", ["bpe", "bpe-12", "word", "bpe-1k"])
+def test_unknown_tokenizer_setting_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="tokenizer must be 'char' or 'bpe-N'"):
+        TrainConfig(**{**TINY, "tokenizer": bad})
