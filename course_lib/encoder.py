@@ -13,7 +13,6 @@ position may attend to every other one. On top of that stack sit two models:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import torch
@@ -21,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import LearnedPositionalEmbedding, keep_attention_weights
-from .model import Block, GPTConfig
+from .model import Block, GPTConfig, gpt_init_, scale_residual_projections_
 
 __all__ = ["IGNORE_INDEX", "encoder_config", "Encoder", "mask_tokens", "MaskedLM", "patchify", "PatchEmbedding", "ViT"]
 
@@ -35,18 +34,10 @@ def encoder_config(cfg: GPTConfig) -> GPTConfig:
 
 
 def _init_like_gpt(model: nn.Module, n_layer: int) -> None:
-    """GPT-2's initialisation (as MiniGPT): N(0, 0.02) weights, zero biases, and the residual
-    projections scaled by 1/sqrt(2 n_layer) so the stream's variance does not grow with depth."""
+    """GPT-2's initialisation (as MiniGPT's), with the modules visited parent first."""
     for module in model.modules():
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-    for name, p in model.named_parameters():
-        if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
-            nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+        gpt_init_(module)
+    scale_residual_projections_(model, n_layer)
 
 
 class Encoder(nn.Module):

@@ -302,6 +302,25 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))  # (B, T, d)
 
 
+def gpt_init_(module: nn.Module) -> None:
+    """GPT-2's initialisation of one module: N(0, 0.02) weights for linear and embedding
+    layers, zero biases (use as ``model.apply(gpt_init_)``)."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+
+def scale_residual_projections_(model: nn.Module, n_layer: int) -> None:
+    """GPT-2: re-draw the projections that write into the residual stream (attn.proj, mlp.proj)
+    with std 0.02 / sqrt(2 n_layer), so the stream's variance does not grow with depth."""
+    for name, p in model.named_parameters():
+        if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
+            nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+
+
 class MiniGPT(nn.Module):
     """A GPT-2-style character (or token) language model.
 
@@ -325,21 +344,8 @@ class MiniGPT(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
-        self.apply(self._init_weights)
-        # GPT-2: scale the projections that write into the residual stream by 1/sqrt(2 n_layer),
-        # so the stream's variance does not grow with depth at initialisation.
-        for name, p in self.named_parameters():
-            if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        self.apply(gpt_init_)
+        scale_residual_projections_(self, cfg.n_layer)
 
     def num_params(self, non_embedding: bool = False) -> int:
         """Number of distinct parameters (the tied head counts once). ``non_embedding`` leaves
@@ -388,28 +394,16 @@ class MiniGPT(nn.Module):
         return [block.attn.attn_weights for block in self.blocks]
 
     @torch.no_grad()
-    def generate(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
-        top_p: float | None = None,
-        repetition_penalty: float = 1.0,
-        use_cache: bool = True,
-    ) -> torch.Tensor:
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, **options) -> torch.Tensor:
         """Continue idx (B, T) by ``max_new_tokens`` sampled tokens; returns (B, T + max_new_tokens).
 
-        temperature divides the logits (below 1 sharpens, above 1 flattens; 0 means always the
-        most likely token); top_k keeps only the k most likely tokens before sampling; top_p
-        the smallest set of most likely tokens whose probability reaches p; a
-        repetition_penalty > 1 makes tokens already in the sequence less likely. With
-        ``use_cache`` the keys and values of earlier tokens are reused (the same logits, to
-        float rounding, in a fraction of the time). See ``course_lib.generate``.
+        ``options`` are those of ``course_lib.generate.generate`` (their one home):
+        temperature (below 1 sharpens, above 1 flattens; 0 means always the most likely
+        token), top_k, top_p, repetition_penalty, generator, and use_cache (default True:
+        the keys and values of earlier tokens are reused, the same logits to float rounding
+        in a fraction of the time).
         """
-        return _generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                         repetition_penalty=repetition_penalty, generator=generator, use_cache=use_cache)
+        return _generate(self, idx, max_new_tokens, **options)
 
 
 def flops_per_token(cfg: GPTConfig, n_matmul_params: int | None = None) -> float:
