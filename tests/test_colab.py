@@ -78,9 +78,14 @@ def test_chapter_setup_cell_and_pair(md):
     assert all(not c.outputs for c in code), f"{_rel(ipynb)} carries outputs"
     assert len({c.id for c in nb.cells}) == len(nb.cells), f"{_rel(ipynb)}: repeated cell ids"
     assert nb.metadata["jupytext"]["formats"] == colab.PAIRING
-    # Same cells, same order, as the .md (what Colab runs is what the site shows).
+    # Same cells, same order, as the .md (what Colab runs is what the site shows); Markdown
+    # differs only where a tab set was written out as plain paragraphs.
     text_cells = jupytext.read(md).cells
-    assert [c.source for c in nb.cells] == [c.source for c in text_cells]
+    assert [c.source for c in nb.cells] == [
+        colab.plain_tab_sets(c.source) if c.cell_type == "markdown" else c.source
+        for c in text_cells]
+    assert not any("{tab-set}" in c.source or "{tab-item}" in c.source for c in nb.cells), (
+        f"{_rel(ipynb)}: a tab set was left as raw fences, which Colab shows as text")
 
 
 @pytest.mark.parametrize("path", sorted(colab.exercise_notebook_paths(ROOT)), ids=_rel)
@@ -116,6 +121,71 @@ def test_regeneration_is_deterministic_and_keeps_ids():
     assert len(kept) >= len(old.cells) - 1
     assert all(c.id == old_ids[c.source] for c in kept), "unchanged cells changed their ids"
     assert next(c for c in new.cells if c.source == "x = 1").id not in old_ids.values()
+
+
+TAB_SET_MD = """Before.
+
+::::{tab-set}
+:class: five-levels
+
+:::{tab-item} Child
+:sync: child
+A story, said simply.
+Still the first paragraph.
+
+A second paragraph.
+:::
+
+:::{tab-item} Undergraduate
+$$
+y = xW
+$$
+which is a matrix product.
+:::
+
+:::{tab-item} Researcher
+- a list, {cite:p}`vaswani2017attention`
+:::
+::::
+
+:::{admonition} Answer
+:class: dropdown
+An admonition stays as it is.
+:::
+"""
+
+
+def test_tab_sets_become_plain_markdown_for_colab():
+    out = colab.plain_tab_sets(TAB_SET_MD)
+    assert "{tab-set}" not in out and "{tab-item}" not in out
+    assert ":class: five-levels" not in out and ":sync:" not in out and "::::" not in out
+    # Each tab is led by its bold label: on the first line of prose, or as its own paragraph
+    # before an equation or a list; tabs keep their order and their content.
+    assert "**Child.** A story, said simply.\nStill the first paragraph.\n\nA second paragraph." in out
+    assert "**Undergraduate.**\n\n$$\ny = xW\n$$\nwhich is a matrix product." in out
+    assert "**Researcher.**\n\n- a list, {cite:p}`vaswani2017attention`" in out
+    assert out.index("**Child.**") < out.index("**Undergraduate.**") < out.index("**Researcher.**")
+    # Everything outside the tab set is untouched, other directives included.
+    assert out.startswith("Before.\n\n**Child.**")
+    assert out.endswith(":::{admonition} Answer\n:class: dropdown\nAn admonition stays as it is.\n:::\n")
+    assert colab.plain_tab_sets(out) == out, "the rewrite is not idempotent"
+    plain = "Prose.\n\n:::{note}\nA note.\n:::\n"
+    assert colab.plain_tab_sets(plain) == plain
+
+
+def test_paired_notebook_writes_tab_sets_out_and_keeps_the_md_as_source():
+    import jupytext
+
+    md_text = (ROOT / "book" / "01_why_transformers.md").read_text(encoding="utf-8")
+    edited = md_text.replace("\n## Recap", "\n" + TAB_SET_MD + "\n## Recap", 1)
+    nb = nbformat.reads(colab.paired_ipynb_text(edited), as_version=4)
+    cell = next(c for c in nb.cells if "**Child.**" in c.source)
+    assert "{tab-set}" not in cell.source and cell.cell_type == "markdown"
+    # The .md is the source of truth: jupytext reads it back with the tab set intact, and
+    # regenerating from it (with the previous notebook's ids) is stable.
+    assert "::::{tab-set}" in jupytext.writes(jupytext.reads(edited, fmt="md:myst"), fmt="md:myst")
+    fresh = colab.paired_ipynb_text(edited)
+    assert colab.paired_ipynb_text(edited, fresh) == fresh
 
 
 def test_update_inserts_a_missing_setup_cell_under_the_title():

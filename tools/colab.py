@@ -6,6 +6,11 @@ source; the ``.ipynb`` is regenerated from it with ``--update`` semantics: cells
 they had in the previous ``.ipynb`` (matched with jupytext's own matcher), new cells get ids
 derived from their content, outputs are dropped. Regenerating twice gives the same bytes.
 
+Colab shows Markdown cells as plain Markdown, where a sphinx-design tab set (``{tab-set}`` with
+``{tab-item}`` children, e.g. the "idea at five levels") would be raw fences. The paired
+notebook therefore gets each tab set rewritten as plain paragraphs: the fences and options go,
+each tab's label becomes a bold lead-in (``**Child.**``). Every other directive is kept as is.
+
 Every chapter and every exercise/solution notebook starts with the same short set-up cell
 (tag ``remove-cell``, id ``colab-setup``): on Colab it pip-installs ``course_lib`` from the
 repository URL and branch in ``_config.yml``; elsewhere it does nothing. With the environment
@@ -33,8 +38,8 @@ from pathlib import Path
 
 __all__ = [
     "ENV_VAR", "SETUP_CELL_ID", "chapter_paths", "colab_url", "ensure_setup_cell",
-    "exercise_notebook_paths", "install_requirement", "paired_ipynb_text", "repository",
-    "setup_cell_source", "update_chapter_md", "sync",
+    "exercise_notebook_paths", "install_requirement", "paired_ipynb_text", "plain_tab_sets",
+    "repository", "setup_cell_source", "update_chapter_md", "sync",
 ]
 
 from . import ROOT
@@ -157,6 +162,75 @@ def update_chapter_md(text: str, root: Path = ROOT) -> str:
     return head + body
 
 
+# --------------------------------------------------------------------------- tab sets
+_FENCE = r"(?P<fence>:{3,}|`{3,})"
+_TAB_SET = re.compile(_FENCE + r"\{tab-set\}[ \t]*$")
+_TAB_ITEM = re.compile(_FENCE + r"\{tab-item\}[ \t]*(?P<label>.*?)[ \t]*$")
+_OPTION = re.compile(r":[\w-]+:")
+_BLOCK_START = re.compile(r"(\$\$|[-*+>#|`:]|\d+[.)]\s|\{)")  # a line that is not plain prose
+
+
+def _closes(line: str, fence: str) -> bool:
+    """True if ``line`` closes a directive opened with ``fence`` (same character, as long)."""
+    stripped = line.strip()
+    return len(stripped) >= len(fence) and set(stripped) == {fence[0]}
+
+
+def _skip_options(lines: list[str], i: int) -> int:
+    """Index of the first line after a directive's ``:key: value`` options."""
+    while i < len(lines) and _OPTION.match(lines[i]):
+        i += 1
+    return i
+
+
+def plain_tab_sets(markdown: str) -> str:
+    """``markdown`` with every sphinx-design tab set rewritten as plain Markdown.
+
+    Each ``{tab-item} Label`` becomes its content led by ``**Label.**`` (on the first line of
+    prose, or as a paragraph of its own before a list, equation or directive); the tab-set and
+    tab-item fences and their options are removed. Text outside tab sets is returned unchanged,
+    so a cell without a tab set is untouched and the rewrite is idempotent.
+    """
+    lines = markdown.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _TAB_SET.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        fence, i = m.group("fence"), _skip_options(lines, i + 1)
+        items: list[str] = []
+        while i < len(lines) and not _closes(lines[i], fence):
+            item = _TAB_ITEM.match(lines[i])
+            if not item:  # blank lines (or stray text) between the tabs
+                if lines[i].strip():
+                    items.append(lines[i])
+                i += 1
+                continue
+            label, inner = item.group("label"), item.group("fence")
+            i = _skip_options(lines, i + 1)
+            body: list[str] = []
+            while i < len(lines) and not _closes(lines[i], inner):
+                body.append(lines[i])
+                i += 1
+            i += 1  # the tab-item's closing fence
+            while body and not body[0].strip():
+                body.pop(0)
+            while body and not body[-1].strip():
+                body.pop()
+            lead = f"**{label.rstrip('.')}.**" if label else ""
+            if body and lead and not _BLOCK_START.match(body[0]):
+                body[0] = f"{lead} {body[0]}"
+            elif lead:
+                body = [lead, ""] + body
+            items.append("\n".join(body))
+        i += 1  # the tab set's closing fence
+        out.append("\n\n".join(items))
+    return "\n".join(out)
+
+
 # --------------------------------------------------------------------------- notebooks
 def _content_id(source: str, used: set[str]) -> str:
     base = "cell-" + hashlib.sha1(source.encode("utf-8")).hexdigest()[:8]
@@ -170,13 +244,17 @@ def paired_ipynb_text(md_text: str, previous_ipynb: str | None = None) -> str:
     """The paired notebook for a chapter's MyST text, as the exact file content.
 
     ``previous_ipynb`` (the current file, if any) supplies the ids of unchanged cells, the
-    ``--update`` semantics of jupytext, so an edit changes only the cells it touches.
+    ``--update`` semantics of jupytext, so an edit changes only the cells it touches. Tab sets
+    in Markdown cells are rewritten as plain Markdown (:func:`plain_tab_sets`) for Colab.
     """
     import jupytext
     import nbformat
     from jupytext.combine import map_outputs_to_inputs
 
     nb = jupytext.reads(md_text, fmt="md:myst")
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = plain_tab_sets(cell.source)
     old = nbformat.reads(previous_ipynb, as_version=4) if previous_ipynb else None
     mapping = map_outputs_to_inputs(nb.cells, old.cells) if old else [None] * len(nb.cells)
 
