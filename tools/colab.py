@@ -375,8 +375,13 @@ def sync(root: Path = ROOT, check: bool = False, only: list[Path] | None = None)
 
 def links_markdown(root: Path = ROOT) -> str:
     """A Markdown table: each chapter with Colab links to its notebook and exercises."""
+    from .toc import toc_files
+
     rows = ["| Chapter | Notebook | Exercises |", "| --- | --- | --- |"]
+    landing = Path(root) / f"{toc_files(root)[0]}.md"  # the site's front page: not a chapter
     for md in chapter_paths(root):
+        if md == landing:
+            continue
         title = next((line[2:].strip() for line in md.read_text(encoding="utf-8").splitlines()
                       if line.startswith("# ")), md.stem)
         rel = md.relative_to(root).with_suffix(".ipynb").as_posix()
