@@ -179,8 +179,9 @@ def test_paired_notebook_writes_tab_sets_out_and_keeps_the_md_as_source():
     md_text = (ROOT / "book" / "01_why_transformers.md").read_text(encoding="utf-8")
     edited = md_text.replace("\n## Recap", "\n" + TAB_SET_MD + "\n## Recap", 1)
     nb = nbformat.reads(colab.paired_ipynb_text(edited), as_version=4)
-    cell = next(c for c in nb.cells if "**Child.**" in c.source)
-    assert "{tab-set}" not in cell.source and cell.cell_type == "markdown"
+    cell = next(c for c in nb.cells if "A story, said simply." in c.source)
+    assert cell.cell_type == "markdown" and "**Child.** A story, said simply." in cell.source
+    assert not any("{tab-set}" in c.source for c in nb.cells)
     # The .md is the source of truth: jupytext reads it back with the tab set intact, and
     # regenerating from it (with the previous notebook's ids) is stable.
     assert "::::{tab-set}" in jupytext.writes(jupytext.reads(edited, fmt="md:myst"), fmt="md:myst")
