@@ -281,6 +281,13 @@ LINT_CASES = [
     ("def f():\n    return _ref_steps(1, 'rnn')", "_ref_steps belongs to a check cell"),
     ("get_ipython().events.register('post_run_cell', print)", "get_ipython is not allowed"),
     ("import sys\nsys.stdout = None", "changing sys.stdout"),
+    # a module read inside an index is not a module changed (Y is what changes) ...
+    ("Y = torch.zeros(3, 4)\nY[torch.arange(3), [0, 1, 2]] = 1.0", None),
+    ("m = {}\nm[math.pi] = 1\na, m[torch.e] = 1, 2", None),
+    # ... but a module's item or attribute is, also inside a tuple or starred target
+    ("a, torch.tanh = 1, abs", "changing torch.tanh"),
+    ("*torch.x, b = [1, 2]", "changing torch.x"),
+    ("math.__dict__['pi'] = 3", "changing math.__dict__['pi']"),
     ("x = getattr(F, 'scaled_dot_product_attention')", "getattr with that name"),
     ("open('record.jsonl', 'a').write('{}')", "open is not allowed"),
     ("import os\nos.system('ls')", "accessing .system"),

@@ -105,6 +105,17 @@ def _root(node) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _assigned(targets):
+    """The single targets of an assignment, with tuples, lists and starred targets unpacked."""
+    for t in targets:
+        if isinstance(t, (ast.Tuple, ast.List)):
+            yield from _assigned(t.elts)
+        elif isinstance(t, ast.Starred):
+            yield from _assigned([t.value])
+        else:
+            yield t
+
+
 class _Lint(ast.NodeVisitor):
     """One method per kind of node; each reports what is wrong with that node and visits on."""
 
@@ -169,9 +180,10 @@ class _Lint(ast.NodeVisitor):
 
     def _targets(self, node, targets) -> None:
         """Assigning to (or deleting) an attribute or item of a module changes it for the checks."""
-        for t in targets:
-            hit = next((n for n in ast.walk(t) if isinstance(n, (ast.Attribute, ast.Subscript))
-                        and _root(n) in self.modules), None)
+        for t in _assigned(targets):
+            # Only what is assigned to counts: in ``Y[torch.arange(N), t] = 1`` the module is
+            # read inside the index, and Y is what changes.
+            hit = t if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in self.modules else None
             if hit is not None:
                 self.bad(node, f"changing {ast.unparse(hit)} would change a library for the checks too; "
                                "compute your answer without modifying modules.")
