@@ -146,6 +146,54 @@ def test_raw_position_index_numbers_of_chapter_3():
     assert abs(float(g["raw_token_norm"]) - 0.02 * math.sqrt(d)) < 0.01
 
 
+def test_chapter_1_lstm_numbers_recomputed_with_torch_lstmcell():
+    from course_lib.labs.rnn import _inputs, lstm_weights, rnn_gradient_norms
+
+    g = glued("01_why_transformers", "sigmoid_3", "lstm_open_128", "lstm_open_256", "lstm_closed_256",
+              "lstm_rnn_256")
+    assert g["sigmoid_3"] == f"{1 / (1 + math.exp(-3)):.3f}"
+
+    def torch_lstm_grad(T, forget_bias):  # PyTorch's own cell, loaded with the chapter's weights
+        w = lstm_weights(16, forget_bias=forget_bias, seed=0)
+        cell = torch.nn.LSTMCell(16, 16, dtype=torch.float64)
+        with torch.no_grad():
+            for p, v in zip((cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh), w):
+                p.copy_(v)
+        x = _inputs(T, 16, 1).requires_grad_(True)
+        h = c = torch.zeros(1, 16, dtype=torch.float64)
+        for t in range(T):
+            h, c = cell(x[t:t + 1], (h, c))
+        (grad,) = torch.autograd.grad(h.sum(), x)
+        return float(grad[0].norm())
+
+    assert g["lstm_open_128"] == f"{torch_lstm_grad(128, 3.0):.2f}"
+    assert g["lstm_open_256"] == f"{torch_lstm_grad(256, 3.0):.1e}"
+    assert g["lstm_closed_256"] == f"{torch_lstm_grad(256, 0.0):.0e}"
+    assert g["lstm_rnn_256"] == f"{rnn_gradient_norms([256])[0]:.0e}"
+
+
+def test_chapter_1_scaling_fit_recomputed_from_the_stored_runs():
+    g = glued("01_why_transformers", "alpha_power", "n_front", "front_c_lo", "front_c_hi", "kaplan_alpha",
+              "chinchilla_gamma", "n_grid_runs", "long_measured", also=("scaling = load_scaling_runs()",))
+    runs = json.loads((ROOT / "course_lib" / "results" / "scaling.json").read_text())["runs"]
+    bench = json.loads((ROOT / "course_lib" / "results" / "train_bench.json").read_text())["runs"]
+    # the grid's best run per budget, then every point that no cheaper point beats (brute force)
+    points = [min((r for r in runs if r["budget"] == b), key=lambda r: r["val_loss"])
+              for b in {r["budget"] for r in runs}]
+    points += [{"compute": r["flops_per_token"] * r["steps"] * r["config"]["batch_size"]
+                * r["config"]["model"]["block_size"], "val_loss": r["final_val_loss"]} for r in bench.values()]
+    front = sorted((p for p in points if not any(q["compute"] <= p["compute"] and q["val_loss"] < p["val_loss"]
+                                                for q in points)), key=lambda p: p["compute"])
+    slope, _ = np.polyfit(np.log([p["compute"] for p in front]), np.log([p["val_loss"] for p in front]), 1)
+    assert g["alpha_power"] == f"{-slope:.3f}"
+    assert g["n_front"] == str(len(front)) and g["n_grid_runs"] == str(len(runs))
+    assert (g["front_c_lo"], g["front_c_hi"]) == (f"{front[0]['compute']:.0e}", f"{front[-1]['compute']:.0e}")
+    assert g["long_measured"] == f"{bench['long']['final_val_loss']:.2f}"
+    # the published constants, as the papers state them (Kaplan et al. 2020; Hoffmann et al. 2022)
+    assert g["kaplan_alpha"] == "0.050"
+    assert g["chinchilla_gamma"] == f"{0.34 * 0.28 / (0.34 + 0.28):.3f}"
+
+
 @pytest.mark.slow
 def test_chapter_8_model_does_not_copy_as_its_prose_says(built_book):
     """Chapter 8 says its small model has not learned to copy (no induction heads): the glued

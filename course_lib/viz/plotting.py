@@ -378,3 +378,18 @@ def matrix_panels(matrices: Sequence, titles: Sequence[str], *, labels: Sequence
         fig.colorbar(im, ax=axes[-1], fraction=0.046, pad=0.04)
     return finish_figure(fig)
 
+
+
+def loglog_plot(curves: Mapping, **kw):
+    """``line_plot`` on log-log axes with plain numbers on the y axis (1.5, 2, 3 rather than
+    1.5 x 10^0): for power laws, which are straight lines there, over a narrow range of y
+    such as a loss. Takes ``line_plot``'s keywords (xlog and ylog are set here)."""
+    from matplotlib.ticker import FormatStrFormatter, LogLocator
+
+    out = line_plot(curves, xlog=10, ylog=10, **kw)
+    ax = out if kw.get("ax") is not None else out.axes[0]
+    # label the halves too (1.5, 2, 2.5, 3, ...), so a narrow range of y still gets several labels
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)))
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    return out
