@@ -13,12 +13,20 @@ from course_glue import strip_glue  # noqa: E402
 
 # Pages not yet formatted (other work was editing them when the formatter landed); strict, so
 # a page that gets formatted must leave this list.
-PENDING = {"book/01_why_transformers.md", "book/02_matrix_core.md", "book/03_embeddings.md",
-           "book/04_attention.md", "book/05_worked_examples.md", "book/06_cross_entropy.md",
-           "book/07_gradients.md", "book/08_training.md"}
-PAGES = [pytest.param(page, marks=pytest.mark.xfail(strict=True, reason="not formatted yet"))
-         if page in PENDING else page
-         for page in (p.relative_to(ROOT).as_posix() for p in pages())]
+PENDING = {"book/01_why_transformers.md"}
+# Formatted, but with strings or docstrings still wider than WIDTH (split by hand pending).
+TOO_WIDE = PENDING | {"book/02_matrix_core.md", "book/03_embeddings.md", "book/04_attention.md",
+                      "book/06_cross_entropy.md", "book/07_gradients.md"}
+
+
+def _pages(pending):
+    return [pytest.param(page, marks=pytest.mark.xfail(strict=True, reason="not formatted yet"))
+            if page in pending else page
+            for page in (p.relative_to(ROOT).as_posix() for p in pages())]
+
+
+PAGES = _pages(PENDING)
+FIT_PAGES = _pages(TOO_WIDE)
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -29,7 +37,7 @@ def test_code_cells_are_formatted(page):
         f"`python -m tools.format_code {page} && python -m tools.colab {page}`")
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", FIT_PAGES)
 def test_shown_code_fits_the_code_box(page):
     wide = [line for cell in code_cells((ROOT / page).read_text())
             for line in strip_glue(cell).splitlines() if len(line) > WIDTH]
