@@ -171,9 +171,12 @@ def write_worksheets(outdir: str | Path) -> list[Path]:
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
     for stem, (title, intro, lines) in all_worksheets().items():
-        for answers, suffix in ((False, "worksheet"), (True, "answers")):
+        for answers, suffix, other in ((False, "worksheet", "answers"), (True, "answers", "worksheet")):
             path = outdir / f"{stem}_{suffix}.html"
-            path.write_text(worksheet_html(title, intro, lines, answers), encoding="utf-8")
+            # The chapter page sits one folder up (book/worked/<stem>.html beside worksheets/).
+            page = worksheet_html(title, intro, lines, answers, back=f"../{stem}.html",
+                                  other=f"{stem}_{other}.html")
+            path.write_text(page, encoding="utf-8")
             written.append(path)
     return written
 

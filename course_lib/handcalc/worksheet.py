@@ -5,22 +5,26 @@ they can be copied onto paper: ``fmt(0.0070710678) == "0.007071"``, ``fmt(0) == 
 Negative numbers use the typographic minus "−"; binary operators are surrounded by spaces,
 so "0.25 − 1 = −0.75" reads unambiguously (and ``tests/test_worked_examples.py`` can parse it).
 
-Worksheets: ``worksheet_html(title, lines, answers=False)`` renders a list of ``Line``s as a
-printable HTML page, with a blank where each answer goes, or the answers filled in (the key).
+Worksheets: ``worksheet_html(title, intro, lines, answers=False, back=...)`` renders a list of
+``Line``s as an HTML page styled like the site (readable on a phone, printable, dark mode),
+with a blank where each answer goes, or the answers filled in (the key), and a link back to
+the chapter. Lists of numbers show as ``[0.1, 0.0]``, never as Python reprs.
 The worksheets of Chapter 5 themselves live in ``course_lib.handcalc.sheets`` (this module
 only formats; it imports nothing of the course).
 """
 from __future__ import annotations
 
+import ast
 import html
 import math
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 __all__ = ["fmt", "fmt_latex", "dot_str", "affine_str", "sum_str", "math_eq", "matrix_latex", "html_table", "Line",
-           "worksheet_html"]
+           "worksheet_html", "plain_lists", "significant_digits"]
 
 MINUS = "\u2212"
 
@@ -91,10 +95,13 @@ def html_table(M: np.ndarray, row_labels: Sequence[str] | None = None,
     if caption:
         out.append(f"<caption>{html.escape(caption)}</caption>")
     if col_labels is not None:
-        out.append("<tr>" + ("<th></th>" if row_labels is not None else "")
-                   + "".join(f"<th>{html.escape(str(c))}</th>" for c in col_labels) + "</tr>")
+        # The corner above the row labels is an empty data cell, not an empty header.
+        out.append("<tr>" + ("<td></td>" if row_labels is not None else "")
+                   + "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in col_labels)
+                   + "</tr>")
     for i, row in enumerate(M):
-        head = f"<th>{html.escape(str(row_labels[i]))}</th>" if row_labels is not None else ""
+        head = (f'<th scope="row">{html.escape(str(row_labels[i]))}</th>'
+                if row_labels is not None else "")
         out.append("<tr>" + head + "".join(f'<td style="text-align:right">{fmt(v, sig)}</td>'
                                            for v in row) + "</tr>")
     out.append("</table>")
@@ -113,35 +120,111 @@ class Line:
     answer: str
 
 
+#: Worksheets look like the site (its system fonts, colours and dark mode), fit a phone, print.
 _CSS = """
-body { font-family: Georgia, serif; max-width: 46em; margin: 2em auto; color: #111; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 1.4em; border-bottom: 1px solid #999; }
-li { margin: 0.55em 0; font-family: "DejaVu Sans Mono", monospace; font-size: 0.95em; }
-.blank { display: inline-block; min-width: 7em; border-bottom: 1px solid #000; }
-.answer { font-weight: bold; color: #0b4f8a; }
-@media print { body { margin: 0; } }
+:root { color-scheme: light dark; --fg: #222832; --muted: #48566b; --accent: #0b4f8a;
+        --line: #8a94a3; --bg: #ffffff; }
+@media (prefers-color-scheme: dark) {
+  :root { --fg: #ced6dd; --muted: #9ca4af; --accent: #7fb5e6; --line: #6b7480; --bg: #121212; }
+}
+body { font-family: -apple-system, BlinkMacSystemFont, "Segoe UI", "Noto Sans", Helvetica, Arial,
+       sans-serif; line-height: 1.6; max-width: 46em; margin: 1.5em auto; padding: 0 1em;
+       color: var(--fg); background: var(--bg); }
+h1 { font-size: 1.5em; line-height: 1.25; } h2 { font-size: 1.1em; margin-top: 1.6em;
+     border-bottom: 1px solid var(--line); }
+a { color: var(--accent); }
+nav { font-size: 0.95em; display: flex; flex-wrap: wrap; gap: 0.4em 1.2em; }
+li { margin: 0.6em 0; font-family: "SFMono-Regular", Menlo, "DejaVu Sans Mono", Consolas,
+     monospace; font-size: 0.92em; overflow-wrap: anywhere; }
+.blank { display: inline-block; min-width: 7em; border-bottom: 1px solid var(--fg); }
+.answer { font-weight: bold; color: var(--accent); }
+.digits { font-family: inherit; color: var(--muted); font-size: 0.9em; }
+footer { margin-top: 2em; color: var(--muted); font-size: 0.9em; }
+@media print { body { margin: 0; max-width: none; color: #000; background: #fff; }
+               nav { display: none; } .answer { color: #000; } }
 """
 
+#: Lines whose answer shows more than this many significant digits ask for ``WIDE_SIG``.
+SIG = 4
+WIDE_SIG = 6
 
-def worksheet_html(title: str, intro: str, lines: Sequence[Line], answers: bool = False) -> str:
-    """A printable HTML page: the lines grouped by section, blanks or (answers=True) the key."""
+# A Python list literal of strings, e.g. "['0.1', '−0.7']" or "[['0.1', '0.0'], ['0.0', '0.1']]",
+# as ``str(list_of_strings)`` writes it: shown without quotes ("[0.1, −0.7]").
+_LIST_REPR = re.compile(r"\[(?:\[(?:'[^'\[\]]*'(?:, )?)*\](?:, )?|'[^'\[\]]*'(?:, )?)+\]")
+
+
+def plain_lists(text: str) -> str:
+    """``text`` with every Python list-of-strings repr in it written as plain math notation:
+    ``"K = [['0.1', '0.0'], ['0.0', '0.1']]"`` becomes ``"K = [[0.1, 0.0], [0.0, 0.1]]"``."""
+    def show(value) -> str:
+        if isinstance(value, list):
+            return "[" + ", ".join(show(v) for v in value) + "]"
+        return str(value)
+
+    def repl(m: re.Match) -> str:
+        try:
+            return show(ast.literal_eval(m.group(0)))
+        except (ValueError, SyntaxError):  # not a literal after all: leave it
+            return m.group(0)
+
+    return _LIST_REPR.sub(repl, text)
+
+
+def significant_digits(answer: str) -> int:
+    """The most significant digits shown by any number in ``answer`` ("0.004982" -> 4)."""
+    best = 0
+    for num in re.findall(r"\d+(?:\.\d+)?", answer):
+        digits = num.replace(".", "").lstrip("0")
+        best = max(best, len(digits))
+    return best
+
+
+def worksheet_html(title: str, intro: str, lines: Sequence[Line], answers: bool = False,
+                   back: str | None = None, back_title: str | None = None,
+                   other: str | None = None) -> str:
+    """A printable HTML page: the lines grouped by section, blanks or (answers=True) the key.
+
+    ``back`` links to the chapter (``back_title`` names it, default ``title``); ``other`` to the
+    worksheet's key or the key's worksheet. Lines whose answer has more than ``SIG``
+    significant digits say that they want ``WIDE_SIG``; the footer states both."""
     kind = "answer key" if answers else "worksheet"
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{html.escape(title)} ({kind})</title><style>{_CSS}</style></head><body>",
-             f"<h1>{html.escape(title)}: {kind}</h1>", f"<p>{html.escape(intro)}</p>"]
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>{html.escape(title)} ({kind})</title><style>{_CSS}</style></head><body>"]
+    links = []
+    if back:
+        links.append(f'<a href="{html.escape(back)}">← Back to '
+                     f"{html.escape(back_title or title)}</a>")
+    if other:
+        links.append(f'<a href="{html.escape(other)}">'
+                     + ("The worksheet (blanks)" if answers else "The answer key") + "</a>")
+    if links:
+        parts.append("<nav>" + "".join(links) + "</nav>")
+    parts += [f"<main><h1>{html.escape(title)}: {kind}</h1>",
+              f"<p>{html.escape(plain_lists(intro))}</p>"]
     section = None
+    wide = False
     for line in lines:
         if line.section != section:
             if section is not None:
                 parts.append("</ol>")
             section = line.section
-            parts.append(f"<h2>{html.escape(section)}</h2><ol>")
-        fill = (f'<span class="answer">{html.escape(line.answer)}</span>' if answers
+            parts.append(f"<h2>{html.escape(plain_lists(section))}</h2><ol>")
+        answer = plain_lists(line.answer)
+        fill = (f'<span class="answer">{html.escape(answer)}</span>' if answers
                 else '<span class="blank">&nbsp;</span>')
-        parts.append("<li>" + html.escape(line.prompt).replace("{}", fill) + "</li>")
+        note = ""
+        if significant_digits(answer) > SIG:
+            wide = True
+            note = f' <span class="digits">({WIDE_SIG} significant digits)</span>'
+        parts.append("<li>" + html.escape(plain_lists(line.prompt)).replace("{}", fill)
+                     + note + "</li>")
     if section is not None:
         parts.append("</ol>")
-    parts.append("<p><small>Generated by course_lib.handcalc.worksheet from the same code that computes "
-                 "the chapter; numbers are rounded to 4 significant digits.</small></p>")
+    digits = f"{SIG} significant digits" + (
+        f", or {WIDE_SIG} where a line says so (values that differ only in later digits)"
+        if wide else "")
+    parts.append("</main><footer>Generated by course_lib.handcalc.worksheet from the same code "
+                 f"that computes the chapter; numbers are rounded to {digits}.</footer>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -3,3 +3,25 @@ with alt text), ``glue`` (numbers glued into the prose) and ``report`` (one-word
 verdicts). Imported by chapters, never by the
 math: nothing outside ``viz`` imports it.
 """
+
+
+def _sharp_figures() -> None:
+    """Figures in a notebook are drawn at twice their displayed size (IPython's "retina" PNG,
+    shown at the same size), so they stay sharp on high-resolution screens and phones.
+    Set here, once, because every chapter imports something from ``course_lib.viz``."""
+    import sys
+
+    if "IPython" not in sys.modules:  # a plain Python process: nothing to configure
+        return
+    from IPython import get_ipython
+
+    if get_ipython() is None:
+        return
+    try:
+        from matplotlib_inline.backend_inline import InlineBackend
+    except ImportError:  # no inline backend (another front end): leave it alone
+        return
+    InlineBackend.instance().figure_formats = {"retina"}
+
+
+_sharp_figures()

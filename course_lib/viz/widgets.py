@@ -17,15 +17,24 @@ __all__ = ["explorer", "figure_with_alt"]
 
 
 def figure_with_alt(fig, alt: str):
-    """A Matplotlib figure as an HTML ``<img>`` with alt text (PNG, embedded)."""
+    """A Matplotlib figure as an HTML ``<img>`` with alt text (PNG, embedded), drawn at twice
+    its display size so it stays sharp on high-resolution screens."""
     from IPython.display import HTML
 
     if not alt.strip():
         raise ValueError("figure_with_alt: alt text must describe the figure for screen readers.")
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
+    dpi = fig.get_dpi()
+    fig.savefig(buf, format="png", bbox_inches="tight", dpi=2 * dpi)
+    width = _png_width(buf.getvalue()) // 2  # CSS pixels: half the drawn pixels
     data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return HTML(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">')
+    return HTML(f'<img src="data:image/png;base64,{data}" width="{width}" '
+                f'alt="{html.escape(alt)}">')
+
+
+def _png_width(png: bytes) -> int:
+    """The pixel width stored in a PNG's header (bytes 16-19 of the IHDR chunk)."""
+    return int.from_bytes(png[16:20], "big")
 
 
 def explorer(fn: Callable[..., Any], *, alt: str, **controls: Any) -> None:
@@ -51,4 +60,10 @@ def explorer(fn: Callable[..., Any], *, alt: str, **controls: Any) -> None:
 
     w = widgets.interactive(show, **controls)
     w.layout = widgets.Layout(border="1px solid #ddd", padding="6px")
+    for control in w.kwargs_widgets:
+        # Every control has a name a screen reader can say: its label, also as a tooltip
+        # (the site's widget glue names slider handles after it, see book/_ext/course_assets.py).
+        label = control.description or getattr(control, "_kwarg", "") or "value"
+        control.description = label
+        control.tooltip = label
     display(w)
