@@ -174,7 +174,8 @@ def test_chapter_1_lstm_numbers_recomputed_with_torch_lstmcell():
 
 def test_chapter_1_scaling_fit_recomputed_from_the_stored_runs():
     g = glued("01_why_transformers", "alpha_power", "n_front", "front_c_lo", "front_c_hi", "kaplan_alpha",
-              "chinchilla_gamma", "n_grid_runs", "long_measured", also=("scaling = load_scaling_runs()",))
+              "chinchilla_gamma", "n_grid_runs", "long_measured", "alpha_floor", "long_predicted",
+              also=("scaling = load_scaling_runs()",))
     runs = json.loads((ROOT / "course_lib" / "results" / "scaling.json").read_text())["runs"]
     bench = json.loads((ROOT / "course_lib" / "results" / "train_bench.json").read_text())["runs"]
     # the grid's best run per budget, then every point that no cheaper point beats (brute force)
@@ -192,6 +193,11 @@ def test_chapter_1_scaling_fit_recomputed_from_the_stored_runs():
     # the published constants, as the papers state them (Kaplan et al. 2020; Hoffmann et al. 2022)
     assert g["kaplan_alpha"] == "0.050"
     assert g["chinchilla_gamma"] == f"{0.34 * 0.28 / (0.34 + 0.28):.3f}"
+    # the prose says both our exponents are larger than the published ones, and that the
+    # grid's fit mispredicts the long run
+    assert float(g["alpha_power"]) > float(g["kaplan_alpha"])
+    assert float(g["alpha_floor"]) > float(g["chinchilla_gamma"])
+    assert abs(float(g["long_predicted"]) - float(g["long_measured"])) > 0.1
 
 
 @pytest.mark.slow
