@@ -8,12 +8,12 @@ figure moves on the static site, with no kernel behind the page. What cannot be 
 expression (an optimiser's trajectory is a loop) is precomputed here for every slider value and
 selected by the parameter.
 
-``show(chart, alt=...)`` displays one: a MIME bundle with the Vega-Lite spec (rendered natively
-by JupyterLab and Colab) and HTML (a ``<div role="img">`` described by ``alt`` and a small
-``vegaEmbed`` call). The built site uses the HTML, and ``book/_ext/course_vega.py`` serves
-Vega, Vega-Lite and vega-embed from the site itself on the pages that contain an explorer
-(marked by the class ``EXPLORER_CLASS``); anywhere else (a live notebook) the HTML loads them
-from a CDN.
+``show(chart, alt=...)`` displays one: a MIME bundle with the Vega-Lite spec (for front ends
+that render that MIME type themselves) and HTML (a ``<div role="img">`` described by ``alt``,
+the controls, and a small ``vegaEmbed`` call). myst-nb puts the HTML on the site (the Vega-Lite
+type is not in its priority list), and ``book/_ext/course_vega.py`` serves Vega, Vega-Lite and
+vega-embed from the site itself on the pages that contain an explorer (marked by the class
+``EXPLORER_CLASS``); a live notebook that runs the HTML loads them from a CDN instead.
 
 The formulas here are the ones of the chapters; ``tests/test_explorers.py`` evaluates them
 against PyTorch and ``tests/test_explorers_browser.py`` reads the values the browser computed.
@@ -106,7 +106,10 @@ def to_html(chart: alt.TopLevelMixin | dict, alt_text: str) -> str:
                         "libs": json.dumps(libs)}
     return (f'<div class="{EXPLORER_CLASS}" id="{div_id}">'
             f'<div class="course-vega-chart" role="img" aria-label="{html.escape(alt_text)}"></div>'
-            f'<div class="course-vega-controls"></div></div>\n<script>\n{script}</script>')
+            f'<div class="course-vega-controls"></div></div>\n'
+            # a narrow screen shrinks the drawing (Vega's SVG has a viewBox) instead of the page
+            f'<style>#{div_id} svg {{max-width: 100%; height: auto;}}</style>\n'
+            f'<script>\n{script}</script>')
 
 
 def show(chart: alt.TopLevelMixin, *, alt: str) -> None:
