@@ -2,7 +2,8 @@
 
 While iterating, point the tests at a build of your own instead of the shared clean build:
 ``COURSE_BROWSER_BUILD=/tmp/me-build/_build`` (the ``_build`` folder, HTML in ``html/``), and
-``COURSE_BROWSER_ROOT=/path/to/book/root`` when that build came from another source folder.
+``COURSE_BROWSER_ROOT=/path/to/book/root`` when that build came from another source folder, and
+``COURSE_BROWSER_OUTPUT=/tmp/me-out`` to keep screenshots and the report out of ``test-output/``.
 """
 from __future__ import annotations
 
@@ -17,8 +18,13 @@ from pathlib import Path
 
 
 from tools import ROOT
-TEST_OUTPUT = ROOT / "test-output"
+# Screenshots and the report; COURSE_BROWSER_OUTPUT moves them (a helper's own run).
+TEST_OUTPUT = Path(os.environ.get("COURSE_BROWSER_OUTPUT") or ROOT / "test-output")
 SCREENSHOTS = TEST_OUTPUT / "screenshots"
+
+# axe-core, the accessibility engine the browser tests inject into each page (an npm
+# devDependency, package.json; never copied into the site).
+AXE_JS = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 
 # Debian's Chromium, driven by Playwright; it must never try to reach the network on its own.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -2,11 +2,22 @@
 in the table of contents from a local server, with every request outside 127.0.0.1 blocked, so
 the site must render offline (MathJax and the widget manager are served by the site itself).
 
-Per page: no JavaScript errors, no failed requests to the site, math rendered (no raw TeX left),
-images loaded with alt text or a caption, internal links and cross-references resolved, an
-"Open in Colab" link on chapter pages whose ``.ipynb`` exists in the repository, and a
-screenshot in light and dark mode under ``test-output/screenshots/``. Plus: a widget renders,
-and the site's search finds "attention". Totals go to ``test-output/browser-report.json``.
+Per page, at a desktop size (1366×900) and a phone size (390×844), in light and dark mode:
+no JavaScript errors, no failed requests to the site, math rendered (no raw TeX left), images
+loaded with alt text or a caption, internal links and cross-references resolved, an "Open in
+Colab" link on chapter pages whose ``.ipynb`` exists in the repository; no display equation,
+code block or output clipped without a visible scrollbar, no page wider than the phone, table
+and figure captions at WCAG AA contrast (4.5:1) in both modes; and axe-core (from npm,
+injected by the test, never shipped with the site) finds no critical or serious violation.
+The browser runs with overlay scrollbars (a phone's, a Mac's: invisible unless the site draws
+them), so a box that scrolls but shows no scrollbar counts as clipped. Screenshots of every
+page (light, dark, phone) go to ``test-output/screenshots/``.
+
+Plus: a widget renders, the search finds "attention", every page's head (favicon, viewport,
+description, social-preview tags) and licence footer, MathJax and the widget manager only on
+pages that need them, no Python reprs in the outputs, and the worksheets read well on a phone
+and link back to their chapter. Totals (including every axe finding by rule and impact) go to
+``test-output/browser-report.json``.
 
 Skipped, with a message, only where no ``chromium`` is installed (``apt-get install chromium``).
 """
@@ -22,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import (CHROMIUM_ARGS, SCREENSHOTS, TEST_OUTPUT, chromium_path,
+from browser_support import (AXE_JS, CHROMIUM_ARGS, SCREENSHOTS, TEST_OUTPUT, chromium_path,
                              custom_build, html_ids, merge_report, serve, source_root,
                              toc_pages)
 from tools import colab
@@ -33,6 +44,10 @@ PAGES = toc_pages()
 COLAB_RE = re.compile(r"^https://colab\.research\.google\.com/github/([^/]+)/([^/]+)/blob/"
                       r"([^/]+)/(.+)$")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+DESKTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
+MIN_CONTRAST = 4.5  # WCAG 2 AA, normal text
+FAILING_IMPACTS = ("critical", "serious")
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -66,7 +81,8 @@ def report():
     pytest-xdist workers)."""
     data = {"pages_checked": 0, "internal_links_checked": 0, "math_elements_checked": 0,
             "images_checked": 0, "colab_links_checked": 0, "widgets_rendered": 0,
-            "screenshots": 0, "blocked_external_requests": [], "pages": {}}
+            "screenshots": 0, "axe_violations": {}, "axe_nodes_by_impact": {},
+            "blocked_external_requests": [], "pages": {}}
     start = time.perf_counter()
     yield data
     data["seconds"] = round(time.perf_counter() - start, 1)
@@ -81,7 +97,9 @@ def browser(chromium):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        # Playwright hides scrollbars by default; a reader's browser does not.
+        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True,
+                              ignore_default_args=["--hide-scrollbars"])
         yield b
         b.close()
 
@@ -93,8 +111,11 @@ class Visit:
         self.base, self.report = base_url, report
         self.errors: list[str] = []
         self.failed: list[str] = []
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900},
-                                           color_scheme="light")
+        # is_mobile: overlay scrollbars, drawn only when the site styles them (as on a phone
+        # or a Mac), and the page's <meta name="viewport"> in force. The desktop size comes
+        # first; the phone size is the same page resized.
+        self.context = browser.new_context(viewport=DESKTOP, color_scheme="light",
+                                           is_mobile=True, has_touch=True)
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
@@ -173,6 +194,8 @@ IMAGES = """async () => {
   await Promise.all(imgs.map(i => i.complete ? null : new Promise(r => {
     i.addEventListener('load', r); i.addEventListener('error', r); setTimeout(r, 15000); })));
   return imgs.map(i => ({src: i.currentSrc || i.src, width: i.naturalWidth,
+    shown: i.getBoundingClientRect().width,
+    output: !!i.closest('.cell_output, figure'), link: !!i.closest('a[href]'),
     alt: (i.getAttribute('alt') || '').trim(),
     caption: !!(i.closest('figure') && i.closest('figure').querySelector('figcaption')
                 && i.closest('figure').querySelector('figcaption').textContent.trim())}));
@@ -183,6 +206,122 @@ LINKS = """() => ({
   unresolved_xrefs: [...document.querySelectorAll('.xref')].filter(e => !e.closest('a'))
                       .map(e => e.textContent.trim()),
 })"""
+
+
+# Boxes that must never lose their right side: display math, code, outputs, tables.
+LAYOUT = """() => {
+  const out = {clipped: [], wide: [], pageWidth: document.documentElement.scrollWidth,
+               viewport: document.documentElement.clientWidth};
+  const article = document.querySelector('article') || document.body;
+  const shown = el => el.getClientRects().length > 0;  // not in a closed dropdown
+  const text = el => JSON.stringify((el.textContent || el.getAttribute('alt') || '').trim().slice(0, 50));
+  const bar = a => { const cs = getComputedStyle(a);
+    return a.offsetHeight - a.clientHeight - parseFloat(cs.borderTopWidth) - parseFloat(cs.borderBottomWidth); };
+  // What a box shows that does not fit: content past its right edge, and how the box treats it.
+  const judge = (what, box, excess) => {
+    if (excess <= 1) return;
+    const x = getComputedStyle(box).overflowX;
+    if (x === 'hidden' || x === 'clip')
+      out.clipped.push(`${what}: ${Math.round(excess)}px cut off (overflow ${x})`);
+    else if ((x === 'auto' || x === 'scroll') && bar(box) < 3)
+      out.clipped.push(`${what}: scrolls ${Math.round(excess)}px with no visible scrollbar`);
+  };
+  // Math: measure the typeset formula (mjx-math), not the container's scrollWidth, which the
+  // hidden MathML copy for screen readers inflates.
+  for (const c of article.querySelectorAll('mjx-container')) {
+    const m = c.querySelector('mjx-math');
+    if (!m || !shown(c)) continue;
+    const display = c.getAttribute('display') === 'true';
+    const box = display ? c : (c.closest('span.math') || c);
+    const excess = m.getBoundingClientRect().right - box.getBoundingClientRect().right
+                   + (display ? box.scrollLeft : 0);
+    judge(`${display ? 'equation' : 'inline math'} ${text(c.querySelector('mjx-assistive-mml') || c)}`,
+          box, excess);
+  }
+  // Code, outputs, tables: the nearest box that does not let them spill.
+  const seen = new Set();
+  for (const el of article.querySelectorAll('div.highlight pre, div.cell_output pre, ' +
+                                            'div.cell_output .output, table')) {
+    if (!shown(el) || el.querySelector('mjx-container')) continue;
+    for (let a = el; a && a !== article.parentElement; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX === 'visible' || a.scrollWidth <= a.clientWidth + 1) continue;
+      if (!seen.has(a)) {
+        seen.add(a);
+        judge(`${el.closest('.cell_output') ? 'output' : el.tagName === 'TABLE' ? 'table' : 'code'} ${text(el)}`,
+              a, a.scrollWidth - a.clientWidth);
+      }
+      break;
+    }
+  }
+  if (out.pageWidth > out.viewport + 1) {
+    // what sticks out: the outermost elements past the right edge, not inside a scroller
+    for (const el of article.querySelectorAll('*')) {
+      const r = el.getBoundingClientRect();
+      if (r.right <= out.viewport + 1 || r.width === 0) continue;
+      let inside = false;
+      for (let a = el.parentElement; a && a !== document.body; a = a.parentElement)
+        if (getComputedStyle(a).overflowX !== 'visible') { inside = true; break; }
+      if (inside || (el.parentElement && el.parentElement.getBoundingClientRect().right > out.viewport + 1)) continue;
+      out.wide.push(`<${el.tagName.toLowerCase()} class="${el.className}"> ${text(el)} ends at ${Math.round(r.right)}px`);
+      if (out.wide.length >= 5) break;
+    }
+  }
+  return out;
+}"""
+
+# WCAG 2 contrast of caption text against what is behind it.
+CONTRAST = """(minimum) => {
+  const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+                               return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const bg = el => { for (let a = el; a; a = a.parentElement) { const c = rgb(getComputedStyle(a).backgroundColor);
+                       if (c.length === 3 || c[3] > 0.5) return c.slice(0, 3); } return [255, 255, 255]; };
+  const low = [];
+  let checked = 0;
+  for (const el of document.querySelectorAll('article caption, article figcaption')) {
+    if (!el.getClientRects().length || !el.textContent.trim()) continue;
+    checked++;
+    const fg = rgb(getComputedStyle(el).color).slice(0, 3), back = bg(el);
+    const [hi, lo] = [lum(fg), lum(back)].sort((x, y) => y - x);
+    const ratio = (hi + 0.05) / (lo + 0.05);
+    if (ratio < minimum) low.push(`${JSON.stringify(el.textContent.trim().slice(0, 40))}: ${ratio.toFixed(2)}:1`);
+  }
+  return {checked, low};
+}"""
+
+AXE_RUN = """async (only) => {
+  const options = {resultTypes: ['violations']};
+  if (only) options.runOnly = {type: 'rule', values: only};
+  const r = await axe.run(document, options);
+  return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.map(n => n.target.join(' ') + '  ' + n.html.slice(0, 120))}));
+}"""
+
+
+def _axe(page, only: list[str] | None = None) -> list[dict]:
+    """axe-core's violations on the page as it is now (all rules, or ``only`` these)."""
+    if not AXE_JS.is_file():
+        pytest.fail(f"{AXE_JS} is missing: run `npm ci` (axe-core is a devDependency)")
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE_JS))
+    return page.evaluate(AXE_RUN, only)
+
+
+def _record_axe(report: dict, violations: list[dict]) -> None:
+    for v in violations:
+        key = f"{v['impact']}: {v['id']}"
+        report["axe_violations"][key] = report["axe_violations"].get(key, 0) + len(v["nodes"])
+        report["axe_nodes_by_impact"][v["impact"]] = (
+            report["axe_nodes_by_impact"].get(v["impact"], 0) + len(v["nodes"]))
+
+
+def _layout_problems(page, where: str) -> list[str]:
+    lay = page.evaluate(LAYOUT)
+    problems = [f"{where}: {c}" for c in lay["clipped"]]
+    if lay["pageWidth"] > lay["viewport"] + 1:
+        problems.append(f"{where}: the page is {lay['pageWidth']}px wide in a {lay['viewport']}px "
+                        "viewport (it slides sideways): " + "; ".join(lay["wide"]))
+    return problems
 
 
 def _slug(path: str) -> str:
@@ -253,6 +392,14 @@ def test_page(path, visit, site_dir, base_url, report):
             problems.append(f"image did not load: {img['src'][:100]}")
         if not (img["alt"] or img["caption"]):
             problems.append(f"image without alt text or caption: {img['src'][:100]}")
+        if img["output"] and img["width"] and img["shown"] > 50:
+            # Figures are drawn at twice their size (course_lib.viz: "retina"), so they stay
+            # sharp on high-resolution screens; and a tap opens them full size.
+            if img["width"] < 1.5 * img["shown"]:
+                problems.append(f"figure drawn at {img['width']}px, shown {img['shown']:.0f}px wide "
+                                f"(blurred on a 2x screen): {img['src'][:80]}")
+            if not img["link"] and not img["src"].startswith("data:"):
+                problems.append(f"figure does not open full size (no link): {img['src'][:80]}")
     problems += [f"unresolved cross-reference: {t!r}" for t in links["unresolved_xrefs"]]
     internal = sorted({h for h in links["hrefs"] if h.startswith(base_url)})
     for href in internal:
@@ -278,6 +425,17 @@ def test_page(path, visit, site_dir, base_url, report):
             toggle.click()  # close the menu again before the screenshots
     problems += [why for why in map(_check_colab_href, hrefs) if why]
 
+    # Desktop, light: accessibility, layout, contrast.
+    violations = _axe(page)
+    _record_axe(report, violations)
+    for viol in violations:
+        if viol["impact"] in FAILING_IMPACTS:
+            problems.append(f"axe {viol['impact']} {viol['id']} ({viol['help']}) on "
+                            f"{len(viol['nodes'])} element(s): " + " | ".join(viol["nodes"][:3]))
+    problems += _layout_problems(page, "desktop")
+    captions = page.evaluate(CONTRAST, MIN_CONTRAST)
+    problems += [f"light mode: caption contrast {c} (< {MIN_CONTRAST}:1)" for c in captions["low"]]
+
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-light.png"), full_page=True)
     light_bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
@@ -289,6 +447,24 @@ def test_page(path, visit, site_dir, base_url, report):
     page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-dark.png"), full_page=True)
     if light_bg == dark_bg:
         problems.append(f"dark mode did not change the page background ({light_bg})")
+    captions = page.evaluate(CONTRAST, MIN_CONTRAST)
+    problems += [f"dark mode: caption contrast {c} (< {MIN_CONTRAST}:1)" for c in captions["low"]]
+    dark = [dict(x, id=f"{x['id']} (dark mode)") for x in _axe(page, ["color-contrast"])]
+    _record_axe(report, dark)
+    violations += dark
+    for viol in dark:
+        if viol["impact"] in FAILING_IMPACTS:
+            problems.append(f"axe {viol['impact']} {viol['id']} ({viol['help']}) on "
+                            f"{len(viol['nodes'])} element(s): " + " | ".join(viol["nodes"][:3]))
+
+    # Phone: the same page at 390×844 (dark, then light; the first screen of each).
+    page.set_viewport_size(PHONE)
+    page.wait_for_timeout(300)
+    problems += _layout_problems(page, "phone")
+    page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-phone-dark.png"))
+    page.emulate_media(color_scheme="light")
+    page.wait_for_function("document.documentElement.dataset.theme === 'light'", timeout=5_000)
+    page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-phone-light.png"))
 
     problems += [f"JavaScript error: {e}" for e in v.errors]
     problems += [f"failed request to the site: {f}" for f in v.failed]
@@ -298,9 +474,12 @@ def test_page(path, visit, site_dir, base_url, report):
     report["math_elements_checked"] += math["count"]
     report["images_checked"] += len(images)
     report["colab_links_checked"] += len(hrefs)
-    report["screenshots"] += 2
+    report["screenshots"] += 4
+    report["captions_checked"] = report.get("captions_checked", 0) + captions["checked"]
     report["pages"][path] = {"math": math["count"], "images": len(images),
                              "internal_links": len(internal), "colab_links": len(hrefs),
+                             "axe": {f"{x['impact']}: {x['id']}": len(x["nodes"])
+                                     for x in violations},
                              "problems": len(problems)}
     assert not problems, f"{path}:\n  " + "\n  ".join(problems)
 
@@ -343,3 +522,117 @@ def test_search_finds_attention(visit):
     titles = [results.nth(i).inner_text() for i in range(min(results.count(), 20))]
     assert titles, "searching for 'attention' found nothing"
     assert not v.errors, f"search page: JavaScript errors: {v.errors}"
+
+
+# --------------------------------------------------------------------------- whole-site checks
+def _pages_html(site_dir: Path) -> dict[str, str]:
+    return {p: (site_dir / p).read_text(encoding="utf-8") for p in PAGES if (site_dir / p).exists()}
+
+
+def test_every_page_has_head_and_licence(site_dir):
+    """Favicon, viewport, a description and social-preview tags in every page's head; the
+    licences (code MIT, text CC BY 4.0, the corpus's source) in its footer."""
+    problems = []
+    for path, html in _pages_html(site_dir).items():
+        head = html.split("</head>", 1)[0]
+        for what, pattern in [("viewport", r'<meta name="viewport" content="width=device-width'),
+                              ("favicon", r'<link rel="icon" href="[^"]*favicon\.svg"'),
+                              ("description", r'<meta name="description" content="[^"]{20,}"'),
+                              ("og:title", r'<meta property="og:title" content="[^"]+"'),
+                              ("og:description", r'<meta property="og:description" content="[^"]+"'),
+                              ("twitter:card", r'<meta name="twitter:card" content="summary"')]:
+            if not re.search(pattern, head):
+                problems.append(f"{path}: no {what} in <head>")
+        footer = "".join(part.split("</footer>", 1)[0] for part in html.split("<footer")[1:])
+        for words in ("MIT License", "CC BY 4.0", "Shakespeare", "public domain"):
+            if words not in footer:
+                problems.append(f"{path}: the footer does not say {words!r}")
+    assert (site_dir / "_static" / "favicon.svg").is_file(), "favicon.svg not shipped"
+    assert not problems, "\n".join(problems)
+
+
+def test_heavy_scripts_only_where_needed(site_dir):
+    """MathJax only on pages with math; the widget manager (3.6 MB) only on pages that show a
+    live widget (not for a saved progress bar's state); axe-core never in the site."""
+    problems = []
+    for path, html in _pages_html(site_dir).items():
+        body = html.split("<body", 1)[-1]
+        has_math = 'class="math' in body or "\\(" in body or "$$" in body
+        loads_mathjax = "mathjax/tex-mml-chtml.js" in html
+        if loads_mathjax and not has_math:
+            problems.append(f"{path}: loads MathJax but has no math")
+        if has_math and not loads_mathjax:
+            problems.append(f"{path}: has math but does not load MathJax")
+        loads_widgets = "embed-amd.js" in html
+        if loads_widgets != (WIDGET_VIEW in html):
+            problems.append(f"{path}: widget manager {'loaded' if loads_widgets else 'missing'} "
+                            f"but {'no' if loads_widgets else 'a'} widget view on the page")
+    assert not list(site_dir.rglob("axe*.js")), "axe-core is test-only: it must not be in the site"
+    assert not problems, "\n".join(problems)
+
+
+REPRS = ("np.float64(", "tensor(", "[['")
+
+
+def _output_text(html: str) -> list[str]:
+    """What the page shows besides code: cell outputs and prose (inline code and code cells
+    left out: ``torch.tensor(...)`` in code is code, not a repr)."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(html, "html.parser")
+    article = soup.find("article") or soup
+    for tag in article.select("div.cell_input, code, script, style, .highlight"):
+        if not tag.find_parent("div", class_="cell_output"):
+            tag.decompose()
+    return [t for t in article.stripped_strings]
+
+
+def _repr_offenders(site_dir: Path) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path, html in _pages_html(site_dir).items():
+        hits = [t[:80] for t in _output_text(html) if any(r in t for r in REPRS)]
+        if hits:
+            found[path] = hits
+    return found
+
+
+def test_no_python_reprs_in_outputs(site_dir):
+    """Outputs and prose show numbers, not Python or NumPy reprs (``np.float64(0.25)``,
+    ``tensor(...)``, ``[['0.1', ...``), on every page."""
+    found = _repr_offenders(site_dir)
+    assert not found, "Python reprs shown to readers:\n" + "\n".join(
+        f"{p}: {h[:3]}" for p, h in found.items())
+
+
+def test_worksheets_read_well_on_a_phone(browser, base_url, site_dir):
+    """Chapter 5's worksheets and answer keys: a viewport, no sideways scrolling on a phone, no
+    Python reprs, and a link back to their chapter that resolves."""
+    sheets = sorted(site_dir.glob("_downloads/*/*_worksheet.html")) + sorted(
+        site_dir.glob("_downloads/*/*_answers.html"))
+    assert len(sheets) == 12, f"expected 6 worksheets and 6 keys, found {len(sheets)}"
+    ctx = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    page = ctx.new_page()
+    problems = []
+    try:
+        for sheet in sheets:
+            rel = sheet.relative_to(site_dir).as_posix()
+            html = sheet.read_text(encoding="utf-8")
+            if '<meta name="viewport"' not in html:
+                problems.append(f"{rel}: no <meta name=viewport>")
+            if any(r in html for r in REPRS) or "['" in html:
+                problems.append(f"{rel}: shows a Python repr")
+            page.goto(base_url + rel)
+            width = page.evaluate("document.documentElement.scrollWidth - "
+                                  "document.documentElement.clientWidth")
+            if width > 1:
+                problems.append(f"{rel}: {width}px wider than a phone")
+            back = page.locator("nav a", has_text="Back to")
+            if back.count() != 1:
+                problems.append(f"{rel}: no link back to the chapter")
+                continue
+            href = back.first.evaluate("a => a.href")
+            if _link_problem(href, site_dir, base_url) or not href.endswith(".html"):
+                problems.append(f"{rel}: the link back ({href}) does not resolve")
+    finally:
+        ctx.close()
+    assert not problems, "\n".join(problems)

@@ -1,0 +1,90 @@
+"""The site's finish without a build: book/_ext/course_site.py's string fixes and head tags,
+and the worksheets' rendering (course_lib.handcalc.worksheet). The built pages themselves are
+checked in a real browser by tests/test_browser.py."""
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import numpy as np
+
+from course_lib.handcalc.worksheet import (Line, html_table, plain_lists, significant_digits,
+                                           worksheet_html)
+from tools import ROOT
+
+
+def _site():
+    spec = importlib.util.spec_from_file_location("course_site", ROOT / "book/_ext/course_site.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+site = _site()
+
+
+def test_list_reprs_become_plain_notation():
+    assert plain_lists("K = [['0.1', '0.0'], ['0.0', '0.1']]") == "K = [[0.1, 0.0], [0.0, 0.1]]"
+    assert plain_lists("Token A = ['1.0', '\u22120.5'] here") == "Token A = [1.0, \u22120.5] here"
+    assert plain_lists("no list [A, B] here") == "no list [A, B] here"
+
+
+def test_significant_digits_counts_what_is_shown():
+    assert significant_digits("0.004982") == 4
+    assert significant_digits("1.00499") == 6
+    assert significant_digits("\u22120.25") == 2
+    assert significant_digits("0.0") == 0
+
+
+def test_worksheet_page_fits_a_phone_and_links_back():
+    lines = [Line("S", "K = {}", str([["0.1", "0.0"]])), Line("S", "P = {}", "0.250621")]
+    key = worksheet_html("Example", "Intro", lines, answers=True, back="../ex.html",
+                         other="ex_worksheet.html")
+    assert '<meta name="viewport" content="width=device-width' in key
+    assert 'href="../ex.html"' in key and 'href="ex_worksheet.html"' in key
+    assert "['" not in key and "[[0.1, 0.0]]" in key
+    # the six-digit line says so, and the footer promises both
+    assert "(6 significant digits)" in key and "or 6 where a line says so" in key
+    sheet = worksheet_html("Example", "Intro", lines[:1])
+    assert "6 significant digits" not in sheet and "0.1" not in sheet.split("<main>")[1]
+
+
+def test_table_corner_is_not_an_empty_header():
+    out = html_table(np.eye(2), row_labels=["a", "b"], col_labels=["x", "y"]).data
+    assert "<th></th>" not in out and "<td></td>" in out
+    assert out.count('scope="col"') == 2 and out.count('scope="row"') == 2
+
+
+def test_body_fixes():
+    body = ('<details class="hide above-input"><summary aria-label="Toggle hidden content">'
+            '<p>Show code cell content</p></summary></details>'
+            '<div role="list" class="citation-list"><div class="citation" id="x" '
+            'role="doc-biblioentry">A</div></div>'
+            '<div class="cell_output"><img alt="a" src="../_images/a.png" /></div>'
+            '<a class="reference" href="../_images/b.png"><img alt="b" src="../_images/b.png" /></a>'
+            '<img alt="c" src="data:image/png;base64,AAAA" />')
+    out = site.fix_body(body)
+    assert 'aria-label="Toggle hidden content"' not in out
+    assert 'role="doc-biblioentry"' not in out and 'role="listitem"' in out
+    assert '<a class="course-zoom" href="../_images/a.png"' in out
+    assert out.count("<a ") == 2  # b was a link already; the data: image stays as it is
+
+
+def test_head_tags_and_description():
+    tags = site.meta_tags("Attention", "Understanding Transformers", 'A "quoted" <page>')
+    assert 'content="A &quot;quoted&quot; &lt;page&gt;"' in tags
+    for key in ("description", "og:title", "og:description", "twitter:card"):
+        assert re.search(rf'"{key}" content="[^"]+"', tags), key
+    assert "Attention — Understanding Transformers" in tags
+
+
+def test_footer_names_the_licences():
+    footer = site.footer_html("https://github.com/o/r", "main")
+    assert 'href="https://github.com/o/r/blob/main/LICENSE"' in footer
+    for words in ("MIT License", "CC BY 4.0", "public domain", "PROVENANCE.md"):
+        assert words in footer
+
+
+def test_math_detection():
+    assert site.page_has_math('<div class="math notranslate">x</div>')
+    assert not site.page_has_math("<p>no math here, $5 only</p>")
