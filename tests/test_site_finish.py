@@ -88,3 +88,13 @@ def test_footer_names_the_licences():
 def test_math_detection():
     assert site.page_has_math('<div class="math notranslate">x</div>')
     assert not site.page_has_math("<p>no math here, $5 only</p>")
+
+
+def test_sidebar_carets_get_names():
+    html = ('<li><a class="reference internal" href="a.html">1. A</a></li>'
+            '<li class="has-children"><a class="current reference internal" href="#">5. <em>W</em>'
+            ' ex</a><details open="open"><summary><span class="toctree-toggle" role="presentation">'
+            '<i></i></span></summary></details></li>')
+    out = str(site._label_carets(lambda: html)())
+    assert '<summary><span class="visually-hidden">Sections of 5. W ex</span>' in out
+    assert out.count("visually-hidden") == 1

@@ -161,8 +161,8 @@ def _label_carets(generate):
     """Wrap pydata-sphinx-theme's ``generate_toctree_html``: its expand carets in the sidebar
     are ``<summary>`` elements with only an icon (axe: summary-name). Each gets a
     visually hidden name after the page it expands."""
-    caret = re.compile(r'(<a class="reference internal" href="[^"]*">(.*?)</a>\s*<details[^>]*>\s*)'
-                       r'<summary>', re.S)
+    caret = re.compile(r'(<a class="[^"]*reference internal[^"]*" href="[^"]*">'
+                       r'((?:(?!</a>)[^<]|<(?!/a>))*)</a>\s*<details[^>]*>\s*)<summary>')
 
     def wrapped(*args, **kwargs):
         out = generate(*args, **kwargs)
