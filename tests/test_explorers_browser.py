@@ -67,7 +67,9 @@ STATE_JS = """async (id) => {
     Object.entries(r).filter(([, v]) => v === null || typeof v !== "object"));
   const params = Object.fromEntries([...root.querySelectorAll(".course-vega-controls [name]")]
     .map((el) => [el.name, view.signal(el.name)]));
-  return {params, data: Object.fromEntries(names.map((n) => [n, view.data(n).map(plain)]))};
+  const title = root.querySelector(".course-vega-chart svg .role-title-text text");
+  return {params, title: title && title.textContent,
+          data: Object.fromEntries(names.map((n) => [n, view.data(n).map(plain)]))};
 }"""
 
 SVG_JS = "(id) => document.getElementById(id).querySelector('.course-vega-chart svg').outerHTML"
@@ -165,8 +167,10 @@ def _rows(data: dict, *fields: str) -> list[dict]:
 
 
 def check_values(path: str, state: dict) -> None:
-    """The browser's numbers for the view's current parameters equal PyTorch's."""
+    """The browser's numbers for the view's current parameters equal PyTorch's, and its title
+    prints them as Python would."""
     s, data = state["params"], state["data"]
+    assert state["title"] == expected_title(path, s), state["title"]
     if path.endswith("02_matrix_core.html"):
         R = rotation_matrix(math.radians(float(s["theta_deg"]))).double()  # (2, 2)
         got = {r["vector"]: [r["rx"], r["ry"]] for r in _rows(data, "rx", "ry")}
@@ -207,3 +211,20 @@ def check_values(path: str, state: dict) -> None:
         assert [points[0]["px"], points[0]["py"]] == pytest.approx(list(E.STARTS[surface]))
         assert [points[-1]["px"], points[-1]["py"]] == pytest.approx(
             path_[(abs(path_) < 1e3).all(axis=1)][-1].tolist(), abs=0.006)
+
+
+def expected_title(path: str, s: dict) -> str:
+    """The title the chapter's Python figure had for the same setting."""
+    if path.endswith("02_matrix_core.html"):
+        R = rotation_matrix(math.radians(float(s["theta_deg"])))  # (2, 2)
+        c, sn, ms = (f"{round(v, 2) + 0.0:.2f}" for v in (R[0, 0].item(), R[1, 0].item(), -R[1, 0].item()))
+        return f"θ = {float(s['theta_deg']):.0f}°:  R = [[{c}, {ms}], [{sn}, {c}]]"
+    if path.endswith("03_embeddings.html"):
+        return f"d_model = {int(s['d_model'])}, starting at p = {int(s['p'])}"
+    if path.endswith("04_attention.html"):
+        return f"d_k = {int(s['d_k'])}, {s['scaling']}, extra factor {10 ** float(s['log10_factor']):.2f}"
+    if path.endswith("06_cross_entropy.html"):
+        z = torch.tensor([float(s["z_target"]), float(s["z_other"])], dtype=torch.float64)
+        loss = F.cross_entropy(z[None], torch.tensor([0])).item()
+        return f"loss = {loss:.3f} nats,  p(target) = {torch.softmax(z, 0)[0].item():.3f}"
+    return f"{s['optimiser']}, lr = {10 ** round(float(s['log10_lr']), 1):.3g}"

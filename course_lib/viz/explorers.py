@@ -433,6 +433,6 @@ def optimiser_explorer(optimiser: str = "SGD", log10_lr: float = -0.4, surface: 
         run_label="datum.n + ' steps: ' + datum.status"
     ).mark_text(align="left", baseline="top", fontSize=12, dx=4, dy=4).encode(
         x=alt.value(0), y=alt.value(0), text="run_label:N")
-    title = "optimiser + ', lr = ' + " + _fmt("pow(10, log10_lr)", ".3g")
+    title = "optimiser + ', lr = ' + " + _fmt("pow(10, log10_lr)", ".3~g")
     return alt.layer(background, line, minimum, run).add_params(opt, lr, surf).properties(
         width=520, height=270, title=_title(title))
