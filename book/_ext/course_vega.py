@@ -63,7 +63,7 @@ def add_scripts(app, pagename, templatename, context, doctree) -> None:
             version = _version(_node_modules(app), package) if (_node_modules(app) / package).is_dir() else ""
             src = f"https://cdn.jsdelivr.net/npm/{package}{'@' + version if version else ''}/{bundle}"
         else:
-            src = f"_static/{VENDOR}/{Path(bundle).name}"
+            src = f"{VENDOR}/{Path(bundle).name}"  # Sphinx prefixes _static/
         # Added during html-page-context, so Sphinx adds it to this page only.
         app.add_js_file(src, priority=PRIORITY)
 
