@@ -499,7 +499,8 @@ def test_a_widget_renders(visit, site_dir, report):
     """Pages with widget state show the live controls, rendered by the site's own manager."""
     pages = [p for p in PAGES if (site_dir / p).exists()
              and WIDGET_VIEW in (site_dir / p).read_text(encoding="utf-8")]
-    assert pages, "no page in the table of contents has a widget (course_lib.viz.widgets.explorer)"
+    if not pages:  # the chapters' explorers are Vega-Lite now (tests/test_explorers_browser.py)
+        pytest.skip("no page in the table of contents shows an ipywidgets widget")
     for path in pages:
         v = visit(path)
         widget = v.page.locator(".widget-interact").first
