@@ -58,11 +58,11 @@ _LOADER = """\
   var opts = {actions: false, renderer: "svg",
               bind: root.querySelector(".course-vega-controls")};
   function embed(vegaEmbed) {
-    vegaEmbed(root.querySelector(".course-vega-chart"), spec, opts).then(function (result) {
+    vegaEmbed(root.querySelector(".course-vega-view"), spec, opts).then(function (result) {
       root.courseVegaView = result.view;  // the live view (read by the browser tests)
       root.setAttribute("data-ready", "true");
     }).catch(function (err) {
-      root.querySelector(".course-vega-chart").textContent = "The explorer failed to load: " + err;
+      root.querySelector(".course-vega-view").textContent = "The explorer failed to load: " + err;
     });
   }
   function start() {
@@ -105,7 +105,9 @@ def to_html(chart: alt.TopLevelMixin | dict, alt_text: str) -> str:
     script = _LOADER % {"id": json.dumps(div_id), "spec": spec_json.replace("</", "<\\/"),
                         "libs": json.dumps(libs)}
     return (f'<div class="{EXPLORER_CLASS}" id="{div_id}">'
-            f'<div class="course-vega-chart" role="img" aria-label="{html.escape(alt_text)}"></div>'
+            # Vega gives the element it draws into its own roles: it draws inside the image.
+            f'<div class="course-vega-chart" role="img" aria-label="{html.escape(alt_text)}">'
+            f'<div class="course-vega-view"></div></div>'
             f'<div class="course-vega-controls"></div></div>\n'
             # a narrow screen shrinks the drawing (Vega's SVG has a viewBox) instead of the page
             f'<style>#{div_id} svg {{max-width: 100%; height: auto;}}</style>\n'
