@@ -110,7 +110,9 @@ def to_html(chart: alt.TopLevelMixin | dict, alt_text: str) -> str:
             f'<div class="course-vega-view"></div></div>'
             f'<div class="course-vega-controls"></div></div>\n'
             # a narrow screen shrinks the drawing (Vega's SVG has a viewBox) instead of the page
-            f'<style>#{div_id} svg {{max-width: 100%; height: auto;}}</style>\n'
+            # (charts of width "container" follow the column's width instead)
+            f'<style>#{div_id} .course-vega-view {{display: block; width: 100%;}} '
+            f'#{div_id} svg {{max-width: 100%; height: auto;}}</style>\n'
             f'<script>\n{script}</script>')
 
 
@@ -218,7 +220,7 @@ def pe_similarity_explorer(d_model: int = 64, p: int = 500, max_offset: int = 10
         tooltip=[alt.Tooltip("k:Q"), alt.Tooltip("pe_similarity:Q", format=".3f")])
     zero = alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="#888888", strokeWidth=0.8).encode(y="y:Q")
     return alt.layer(zero, curve).add_params(width, start, most).properties(
-        width=520, height=260,
+        width="container", height=260,
         title=_title("'d_model = ' + d_model + ', starting at p = ' + p"))
 
 
@@ -277,11 +279,11 @@ def attention_weights_explorer(d_k: int = 256, scaling: str = SCALINGS[0],
     top = base.transform_aggregate(max_weight_shown="max(weight)").transform_calculate(
         label="'max weight ' + " + _fmt("datum.max_weight_shown", ".2f")
     ).mark_text(align="right", baseline="top", fontSize=12).encode(
-        x=alt.value(460), y=alt.value(2), text="label:N")
+        x=alt.value({"expr": "width"}), y=alt.value(2), text="label:N")
     title = ("'d_k = ' + d_k + ', ' + scaling + ', extra factor ' + "
              + _fmt("pow(10, log10_factor)", ".2f"))
     return alt.layer(bars, labels, top).add_params(dk, sc, factor).properties(
-        width=460, height=260, title=_title(title))
+        width="container", height=260, title=_title(title))
 
 
 # ------------------------------------------------------------------ Chapter 6: cross-entropy
@@ -321,7 +323,7 @@ def two_class_explorer(z_target: float = 2.0, z_other: float = 0.0) -> alt.HConc
         tooltip=[alt.Tooltip("margin_here:Q", format=".2f", title="margin"),
                  alt.Tooltip("loss_here:Q", format=".3f", title="loss"),
                  alt.Tooltip("grad_here:Q", format=".3f", title="gradient")])
-    left = alt.layer(zero, curves, here).properties(width=300, height=250)
+    left = alt.layer(zero, curves, here).properties(width=270, height=250)
     probs = alt.Chart(alt.Data(values=[{"cls": "target"}, {"cls": "other"}])).transform_calculate(
         p_class=("datum.cls == 'target' ? 1 / (1 + exp(z_other - z_target))"
                  " : 1 / (1 + exp(z_target - z_other))"))
@@ -332,7 +334,7 @@ def two_class_explorer(z_target: float = 2.0, z_other: float = 0.0) -> alt.HConc
     labels = probs.mark_text(dy=-7).encode(x=px, y="p_class:Q", text=alt.Text("p_class:Q", format=".3f"))
     title = ("'loss = ' + " + _fmt("log(1 + exp(z_other - z_target))", ".3f")
              + " + ' nats,  p(target) = ' + " + _fmt("1 / (1 + exp(z_other - z_target))", ".3f"))
-    right = alt.layer(bars, labels).properties(width=200, height=250, title=_title(title))
+    right = alt.layer(bars, labels).properties(width=150, height=250, title=_title(title))
     return alt.hconcat(left, right).add_params(zt, zo).resolve_scale(color="independent")
 
 
@@ -437,4 +439,4 @@ def optimiser_explorer(optimiser: str = "SGD", log10_lr: float = -0.4, surface: 
         x=alt.value(0), y=alt.value(0), text="run_label:N")
     title = "optimiser + ', lr = ' + " + _fmt("pow(10, log10_lr)", ".3~g")
     return alt.layer(background, line, minimum, run).add_params(opt, lr, surf).properties(
-        width=520, height=270, title=_title(title))
+        width="container", height=270, title=_title(title))
