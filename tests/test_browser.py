@@ -393,9 +393,11 @@ def test_page(path, visit, site_dir, base_url, report):
         if not (img["alt"] or img["caption"]):
             problems.append(f"image without alt text or caption: {img['src'][:100]}")
         if img["output"] and img["width"] and img["shown"] > 50:
-            # Figures are drawn at twice their size (course_lib.viz: "retina"), so they stay
-            # sharp on high-resolution screens; and a tap opens them full size.
-            if img["width"] < 1.5 * img["shown"]:
+            # Figures are vector graphics (course_lib.viz: SVG) or pixels drawn at twice their
+            # size, so they stay sharp on high-resolution screens; and a tap opens them full size.
+            vector = img["src"].split("?")[0].endswith(".svg") or img["src"].startswith(
+                "data:image/svg")
+            if not vector and img["width"] < 1.5 * img["shown"]:
                 problems.append(f"figure drawn at {img['width']}px, shown {img['shown']:.0f}px wide "
                                 f"(blurred on a 2x screen): {img['src'][:80]}")
             if not img["link"] and not img["src"].startswith("data:"):
