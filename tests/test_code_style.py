@@ -11,22 +11,7 @@ from tools.format_code import WIDTH, code_cells, format_page, pages, place_comme
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from course_glue import strip_glue  # noqa: E402
 
-# Pages not yet formatted (other work was editing them when the formatter landed); strict, so
-# a page that gets formatted must leave this list.
-PENDING: set[str] = set()
-# Formatted, but with strings or docstrings still wider than WIDTH (split by hand pending).
-TOO_WIDE = PENDING | {"book/02_matrix_core.md", "book/03_embeddings.md", "book/04_attention.md",
-                      "book/06_cross_entropy.md", "book/07_gradients.md"}
-
-
-def _pages(pending):
-    return [pytest.param(page, marks=pytest.mark.xfail(strict=True, reason="not formatted yet"))
-            if page in pending else page
-            for page in (p.relative_to(ROOT).as_posix() for p in pages())]
-
-
-PAGES = _pages(PENDING)
-FIT_PAGES = _pages(TOO_WIDE)
+PAGES = [p.relative_to(ROOT).as_posix() for p in pages()]
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -37,7 +22,7 @@ def test_code_cells_are_formatted(page):
         f"`python -m tools.format_code {page} && python -m tools.colab {page}`")
 
 
-@pytest.mark.parametrize("page", FIT_PAGES)
+@pytest.mark.parametrize("page", PAGES)
 def test_shown_code_fits_the_code_box(page):
     wide = [line for cell in code_cells((ROOT / page).read_text())
             for line in strip_glue(cell).splitlines() if len(line) > WIDTH]

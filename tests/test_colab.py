@@ -39,8 +39,10 @@ TEST_OUTPUT = ROOT / "test-output"
 CHAPTERS = colab.chapter_paths(ROOT)
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 # What Colab already has; the fresh environment gets exactly these (pinned as in the course).
-# Colab preinstalls scikit-learn, and tokenizers with transformers (Part IV uses both).
-PREINSTALLED = ["torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "tokenizers"]
+# Colab preinstalls scikit-learn, and tokenizers with transformers (Part IV uses both), and
+# altair (the chapters' explorers, course_lib.viz.explorers).
+PREINSTALLED = ["torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "tokenizers",
+                "altair"]
 
 
 def _rel(p: Path) -> str:
