@@ -68,3 +68,27 @@ def float64_default():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(old)
+
+
+# --------------------------------------------------------------------------- browser tests
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium for Playwright (it cannot download a browser here)."""
+    from browser_support import chromium_path
+
+    path = chromium_path()
+    if path is None:
+        pytest.skip("browser tests need Debian's Chromium: `apt-get install -y chromium` "
+                    "(Playwright cannot download a browser here)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def site_dir(chromium, request) -> Path:
+    """The built site's HTML folder: COURSE_BROWSER_BUILD's, or the shared clean build's."""
+    from browser_support import custom_build
+
+    build = custom_build() or request.getfixturevalue("built_book")
+    html = Path(build) / "html"
+    assert (html / "index.html").exists(), f"no built site in {html}"
+    return html

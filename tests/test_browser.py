@@ -33,8 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import (AXE_JS, CHROMIUM_ARGS, SCREENSHOTS, TEST_OUTPUT, chromium_path,
-                             custom_build, html_ids, merge_report, serve, source_root,
+from browser_support import (AXE_JS, CHROMIUM_ARGS, SCREENSHOTS, TEST_OUTPUT, html_ids, merge_report, serve, source_root,
                              toc_pages)
 from tools import colab
 
@@ -51,22 +50,7 @@ FAILING_IMPACTS = ("critical", "serious")
 
 
 # --------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    path = chromium_path()
-    if path is None:
-        pytest.skip("browser tests need Debian's Chromium: `apt-get install -y chromium` "
-                    "(Playwright cannot download a browser here)")
-    return path
-
-
-@pytest.fixture(scope="session")
-def site_dir(chromium, request) -> Path:
-    """The HTML folder: COURSE_BROWSER_BUILD's, or the shared clean build's."""
-    build = custom_build() or request.getfixturevalue("built_book")
-    html = Path(build) / "html"
-    assert (html / "index.html").exists(), f"no built site in {html}"
-    return html
+# `chromium` and `site_dir` (the built site's HTML folder) come from tests/conftest.py.
 
 
 @pytest.fixture(scope="session")

@@ -14,13 +14,12 @@ Uses the site build of tests/test_browser.py (``COURSE_BROWSER_BUILD`` to point 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from browser_support import CHROMIUM_ARGS, chromium_path, custom_build, serve
+from browser_support import CHROMIUM_ARGS, chromium_path, serve
 from course_lib.labs.attention_scaling import softmax_with_temperature
 from course_lib.labs.matrices import rotation_matrix
 from course_lib.labs.positions import position_similarity
@@ -73,16 +72,6 @@ STATE_JS = """async (id) => {
 }"""
 
 SVG_JS = "(id) => document.getElementById(id).querySelector('.course-vega-chart svg').outerHTML"
-
-
-@pytest.fixture(scope="session")
-def site_dir(request) -> Path:
-    if chromium_path() is None:
-        pytest.skip("browser tests need Debian's Chromium (`apt-get install -y chromium`)")
-    build = custom_build() or request.getfixturevalue("built_book")
-    html = Path(build) / "html"
-    assert (html / "index.html").exists(), f"no built site in {html}"
-    return html
 
 
 @pytest.fixture(scope="session")
