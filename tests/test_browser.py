@@ -170,7 +170,14 @@ MATH_STATE = """() => {
     if ((t.includes('\\\\(') || t.includes('\\\\[') || t.includes('$$')) && !n.parentElement.closest(skip))
       raw.push(t.trim().slice(0, 80));
   }
-  return {count: maths.length, unrendered, raw};
+  // MathJax typesets a TeX error (unbalanced braces, extra \\left) as an mjx-merror, and an
+  // undefined macro as its own name in red (the noundefined extension).
+  const errors = [...document.querySelectorAll('mjx-merror')]
+                   .map(e => (e.getAttribute('data-mjx-error') || e.textContent).slice(0, 80))
+    .concat([...document.querySelectorAll('mjx-mtext[style*="color: red"]')]
+              .map(e => 'undefined macro: ' + (e.closest('mjx-container')
+                  ?.querySelector('mjx-assistive-mml')?.textContent || '?').slice(0, 60)));
+  return {count: maths.length, unrendered, raw, errors};
 }"""
 
 IMAGES = """async () => {
@@ -371,6 +378,7 @@ def test_page(path, visit, site_dir, base_url, report):
 
     problems += [f"math not rendered: {t!r}" for t in math["unrendered"]]
     problems += [f"raw TeX left in the text: {t!r}" for t in math["raw"]]
+    problems += [f"TeX error in an equation: {t!r}" for t in math["errors"]]
     for img in images:
         if img["width"] == 0:
             problems.append(f"image did not load: {img['src'][:100]}")
