@@ -92,3 +92,27 @@ def site_dir(chromium, request) -> Path:
     html = Path(build) / "html"
     assert (html / "index.html").exists(), f"no built site in {html}"
     return html
+
+
+@pytest.fixture(scope="session")
+def base_url(site_dir):
+    """The built site served on 127.0.0.1 for the session."""
+    from browser_support import serve
+
+    with serve(site_dir) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser(chromium):
+    """One Chromium for every browser test of the session (Playwright's sync API allows only
+    one running instance per thread, so the site and explorer tests must share it)."""
+    from browser_support import CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        # Playwright hides scrollbars by default; a reader's browser does not.
+        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True,
+                              ignore_default_args=["--hide-scrollbars"])
+        yield b
+        b.close()

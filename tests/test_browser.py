@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import (AXE_JS, CHROMIUM_ARGS, SCREENSHOTS, TEST_OUTPUT, html_ids, merge_report, serve, source_root,
+from browser_support import (AXE_JS, SCREENSHOTS, TEST_OUTPUT, html_ids, merge_report, source_root,
                              toc_pages)
 from tools import colab
 
@@ -50,13 +50,8 @@ FAILING_IMPACTS = ("critical", "serious")
 
 
 # --------------------------------------------------------------------------- fixtures
-# `chromium` and `site_dir` (the built site's HTML folder) come from tests/conftest.py.
-
-
-@pytest.fixture(scope="session")
-def base_url(site_dir):
-    with serve(site_dir) as url:
-        yield url
+# `chromium`, `site_dir` (the built site's HTML folder), `base_url` (a local server of it) and
+# `browser` (one Chromium for the session) come from tests/conftest.py.
 
 
 @pytest.fixture(scope="session")
@@ -74,18 +69,6 @@ def report():
     data["blocked_external_requests"] = sorted(set(data["blocked_external_requests"]))
     merge_report(TEST_OUTPUT / "browser-report.json",
                  os.environ.get("PYTEST_XDIST_WORKER", "main"), data)
-
-
-@pytest.fixture(scope="session")
-def browser(chromium):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        # Playwright hides scrollbars by default; a reader's browser does not.
-        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True,
-                              ignore_default_args=["--hide-scrollbars"])
-        yield b
-        b.close()
 
 
 class Visit:

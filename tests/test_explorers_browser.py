@@ -19,7 +19,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from browser_support import CHROMIUM_ARGS, chromium_path, serve
 from course_lib.labs.attention_scaling import softmax_with_temperature
 from course_lib.labs.matrices import rotation_matrix
 from course_lib.labs.positions import position_similarity
@@ -75,31 +74,27 @@ SVG_JS = "(id) => document.getElementById(id).querySelector('.course-vega-chart 
 
 
 @pytest.fixture(scope="session")
-def page_factory(site_dir):
-    from playwright.sync_api import sync_playwright
+def page_factory(browser, base_url):
+    """open_page(path) -> (context, page, problems): a page of the built site, offline."""
 
-    with serve(site_dir) as base, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True)
+    def open_page(path: str):
+        context = browser.new_context(viewport={"width": 1366, "height": 900})
+        problems: list[str] = []
 
-        def open_page(path: str):
-            context = browser.new_context(viewport={"width": 1366, "height": 900})
-            problems: list[str] = []
+        def route(r):
+            if r.request.url.startswith(base_url) or r.request.url.startswith(("data:", "blob:")):
+                r.continue_()
+            else:  # offline, as in a classroom: the libraries must come from the site
+                problems.append(f"external request: {r.request.url}")
+                r.abort()
 
-            def route(r):
-                if r.request.url.startswith(base) or r.request.url.startswith(("data:", "blob:")):
-                    r.continue_()
-                else:  # offline, as in a classroom: the libraries must come from the site
-                    problems.append(f"external request: {r.request.url}")
-                    r.abort()
+        context.route("**/*", route)
+        page = context.new_page()
+        page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
+        page.goto(base_url + path, wait_until="load")
+        return context, page, problems
 
-            context.route("**/*", route)
-            page = context.new_page()
-            page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
-            page.goto(base + path, wait_until="load")
-            return context, page, problems
-
-        yield open_page
-        browser.close()
+    return open_page
 
 
 def test_explorer_pages_are_the_expected_ones(site_dir):

@@ -46,7 +46,31 @@ def test_loops_and_branches_that_only_glue_go_but_mixed_ones_stay():
         "    glue('a', 2)\n"
     )
     out = strip_glue(src)
-    assert out == "for k, v in d.items():\n    glue(k, v)\n    total += v"
+    assert out == "for k, v in d.items():\n    total += v"
+
+
+def test_glue_inside_blocks_goes_when_the_block_keeps_a_statement():
+    src = (
+        "for a in (0.6, 0.8):\n"
+        "    e = a * 2\n"
+        "    print(e)\n"
+        "    # for the prose\n"
+        "    glue(f'e_{a}', e)\n"
+        "def f(x):\n"
+        "    glue('x', x)\n"
+        "    return x\n"
+        "try:\n"
+        "    y = f(1)\n"
+        "except ValueError:\n"
+        "    glue('y', 0)\n"
+    )
+    out = strip_glue(src)
+    assert out == (
+        "for a in (0.6, 0.8):\n    e = a * 2\n    print(e)\n"
+        "def f(x):\n    return x\n"
+        "try:\n    y = f(1)\nexcept ValueError:\n    glue('y', 0)"  # a block cannot be empty
+    )
+    ast.parse(out)
 
 
 def test_methods_named_glue_and_other_calls():

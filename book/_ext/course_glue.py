@@ -7,10 +7,10 @@ of each executed cell, after parsing and before writing, so
 
 - the notebook itself is untouched: Jupyter, Colab and the execution cache see every call,
   and the glued values still reach the prose;
-- only whole statements go: a top-level ``glue(...)`` call, an import of nothing but ``glue``,
-  and a ``for``/``if``/``with`` whose body is nothing but such calls, each with the full-line
-  comments right above it. A line that does anything else stays, so no computation a reader
-  needs disappears;
+- only whole statements go: a ``glue(...)`` call (also inside a loop, branch or function that
+  does something else), an import of nothing but ``glue``, and a ``for``/``if``/``with`` whose
+  body is nothing but such calls, each with the full-line comments right above it. A line that
+  does anything else stays, so no computation a reader needs disappears;
 - a cell left with no code keeps its outputs and loses its (empty) input box.
 
 The stripping is a pure function, :func:`strip_glue`, tested in tests/test_glue_hide.py.
@@ -57,14 +57,28 @@ def strip_glue(source: str) -> str:
         return source
     lines = source.splitlines()
     drop: set[int] = set()
-    for stmt in tree.body:
-        if _is_bookkeeping(stmt):
-            first = stmt.lineno - 1
-            drop.update(range(first, stmt.end_lineno))
-            # Full-line comments right above it introduce the glue call: they go with it.
-            while first > 0 and lines[first - 1].lstrip().startswith("#"):
-                first -= 1
-                drop.add(first)
+
+    def visit(body: list[ast.stmt], top: bool) -> None:
+        # Inside a block, glue goes only if something else stays (a block cannot be empty).
+        if not top and all(_is_bookkeeping(stmt) for stmt in body):
+            return
+        for stmt in body:
+            if _is_bookkeeping(stmt):
+                first = stmt.lineno - 1
+                drop.update(range(first, stmt.end_lineno))
+                # Full-line comments right above it introduce the glue call: they go with it.
+                while first > 0 and lines[first - 1].lstrip().startswith("#"):
+                    first -= 1
+                    drop.add(first)
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    inner = getattr(stmt, field, None)
+                    if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                        visit(inner, top=False)
+                for handler in getattr(stmt, "handlers", []):
+                    visit(handler.body, top=False)
+
+    visit(tree.body, top=True)
     if not drop:
         return source
     out: list[str] = []
