@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from course_lib.model import MiniGPT
 from course_lib.train import load_config, make_optimizer
+from train_bench import step_seconds  # the one timed training step (run from benchmarks/)
 
 CONFIGS = ("chapter", "long", "baseline")
 _fused = F.scaled_dot_product_attention
@@ -89,17 +90,6 @@ def op_seconds(fn, q, k, v, repeats: int) -> float:
     return (time.perf_counter() - t) / repeats
 
 
-def step_seconds(model, opt, x, y, steps: int) -> float:
-    """Seconds per full training step (forward, backward, clip, AdamW)."""
-    for i in range(steps + 2):
-        if i == 2:
-            t = time.perf_counter()
-        _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
-        opt.step()
-    return (time.perf_counter() - t) / steps
 
 
 def paired(measure_fused, measure_plain, rounds: int) -> tuple[float, float, float]:
@@ -170,9 +160,9 @@ def main(argv: list[str] | None = None) -> dict:
 
         def plain_step():
             with plain_attention():
-                return step_seconds(model, opt, x, y, 10)
+                return step_seconds(model, opt, x, y, 10, warmup=2)
 
-        f, pl, ratio = paired(lambda: step_seconds(model, opt, x, y, 10), plain_step, args.rounds)
+        f, pl, ratio = paired(lambda: step_seconds(model, opt, x, y, 10, warmup=2), plain_step, args.rounds)
         tokens = cfg.batch_size * mcfg.block_size
         results["step"][name] = {"fused_ms": 1e3 * f, "plain_ms": 1e3 * pl, "speedup": ratio,
                                  "tokens_per_second_fused": tokens / f, "tokens_per_second_plain": tokens / pl}

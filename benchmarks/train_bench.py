@@ -45,20 +45,27 @@ def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
     return best
 
 
-def step_throughput(model: torch.nn.Module, batch: int, T: int, vocab: int, steps: int = 20) -> float:
-    """Tokens/s of full training steps (forward, backward, clipping, AdamW) on random tokens."""
-    opt = make_optimizer(model, 1e-3, 0.1)
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randint(vocab, (batch, T), generator=g), torch.randint(vocab, (batch, T), generator=g)
-    for i in range(steps + 3):
-        if i == 3:
+def step_seconds(model: torch.nn.Module, opt, x: torch.Tensor, y: torch.Tensor, steps: int,
+                 warmup: int = 3) -> float:
+    """Seconds per full training step (forward, backward, clipping, AdamW) on the batch
+    ``x, y`` (B, T), after ``warmup`` untimed steps. Also used by cpu_attention_bench.py."""
+    for i in range(steps + warmup):
+        if i == warmup:
             t = time.perf_counter()
         _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
         opt.step()
-    return batch * T * steps / (time.perf_counter() - t)
+    return (time.perf_counter() - t) / steps
+
+
+def step_throughput(model: torch.nn.Module, batch: int, T: int, vocab: int, steps: int = 20) -> float:
+    """Tokens/s of full training steps (forward, backward, clipping, AdamW) on random tokens."""
+    opt = make_optimizer(model, 1e-3, 0.1)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randint(vocab, (batch, T), generator=g), torch.randint(vocab, (batch, T), generator=g)
+    return batch * T / step_seconds(model, opt, x, y, steps, warmup=3)
 
 
 def compare_with_torch_encoder(cfg: GPTConfig, batch: int, rounds: int = 7) -> dict:
