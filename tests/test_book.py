@@ -65,3 +65,27 @@ def test_chapter_links_its_exercise_notebook(chapter):
     text = (ROOT / f"{chapter}.md").read_text()
     assert f"{{exercise-links}}`{stem}`" in text, f"{chapter} has no exercise-links to its notebook"
     assert (ROOT / "exercises" / f"{stem}.ipynb").exists(), f"exercises/{stem}.ipynb is missing"
+
+
+def _title(page: str) -> str:
+    return next(line for line in (ROOT / f"{page}.md").read_text().splitlines() if line.startswith("# "))
+
+
+def test_chapter_titles_carry_no_typed_number():
+    """The site numbers the chapters (numbered parts in _toc.yml); a typed "4." in a chapter's
+    title would print as "4. 4. Attention"."""
+    typed = [_title(c) for c in chapter_files() if re.match(r"# \d+\.? ", _title(c))]
+    assert not typed, f"chapter titles with a typed number (the site numbers them): {typed}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", chapter_files())
+def test_chapters_are_numbered_on_the_site(built_book, chapter):
+    """Chapter N's title reads "N." and its figures are numbered N.1, N.2, ..."""
+    number = int(re.match(r"book/(\d\d)_", chapter).group(1))
+    html = (built_book / "html" / f"{chapter}.html").read_text()
+    titles = re.findall(r"<h1>.*?</h1>", html, flags=re.S)
+    assert any(f'<span class="section-number">{number}. </span>' in t for t in titles), \
+        f"{chapter}: the title is not numbered {number}."
+    figures = re.findall(r'<span class="caption-number">Fig\. ([\d.]+) </span>', html)
+    assert all(n.startswith(f"{number}.") for n in figures), f"{chapter}: figures numbered {figures}"

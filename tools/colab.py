@@ -384,6 +384,9 @@ def links_markdown(root: Path = ROOT) -> str:
             continue
         title = next((line[2:].strip() for line in md.read_text(encoding="utf-8").splitlines()
                       if line.startswith("# ")), md.stem)
+        number = re.match(r"(\d\d)_", md.name)  # the site numbers chapters; titles carry none
+        if number and md.parent.name == "book":
+            title = f"{int(number.group(1))}. {title}"
         rel = md.relative_to(root).with_suffix(".ipynb").as_posix()
         ex = Path(root) / "exercises" / f"{md.stem}.ipynb"
         ex_cell = f"[Open in Colab]({colab_url(f'exercises/{ex.name}', root)})" if ex.exists() \
