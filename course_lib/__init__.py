@@ -11,7 +11,7 @@ Rooms (CONTRIBUTING.md has the map and the import rules):
 - ``labs``: the chapters' experiments (``rnn``, ``matrices``, ``embeddings``, ``positions``,
   ``rope``, ``attention_scaling``, ``attention_cost``, ``backprop``);
 - ``handcalc``: the float64 hand-calculation engine of Chapter 5 and its worksheets;
-- ``viz``: figures, explorers and glued numbers (``plotting``, ``widgets``, ``glue``);
+- ``viz``: figures, explorers and glued numbers (``plotting``, ``explorers``, ``glue``);
 - ``grading``: the checks exercise notebooks call, and the grader (``course-grade``).
 
 Importing ``course_lib`` (or ``course_lib.model``, ``course_lib.train``) loads torch only:

@@ -55,8 +55,7 @@ WIDGET_CONFIG_JS = """\
     window.MathJax.Hub = hub();  // MathJax 3 has replaced the object by now
   };
   // A slider's handle (noUiSlider, role="slider") is what a screen reader focuses, but the
-  // manager gives it no name: name each after its widget's label, or the widget's tooltip
-  // (course_lib.viz.widgets sets one on every control).
+  // manager gives it no name: name each after its widget's label, or the widget's tooltip.
   function nameSliders() {
     document.querySelectorAll('.noUi-handle[role="slider"]:not([aria-label])').forEach(function (h) {
       var w = h.closest('.widget-slider, .jupyter-widget-slider, .widget-inline-hbox');

@@ -1,8 +1,7 @@
 """What chapters show: ``plotting`` (the course's figures, one style), ``explorers``
-(interactive Vega-Lite figures computed in the browser), ``widgets`` (a figure as an image with
-alt text), ``glue`` (numbers glued into the prose) and ``report`` (one-word agreement
-verdicts). Imported by chapters, never by the
-math: nothing outside ``viz`` imports it.
+(interactive Vega-Lite figures computed in the browser), ``glue`` (numbers glued into the
+prose), ``report`` (one-word agreement verdicts) and ``architecture`` (the GPT's diagram).
+Imported by chapters, never by the math: nothing outside ``viz`` imports it.
 """
 
 
