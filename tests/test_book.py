@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tools import ROOT
+from tools.format_code import code_cells as shown_code_cells
 from tools.toc import toc_files
 
 # Tests that take the ``built_book`` fixture (a clean build of the whole site, minutes) are
@@ -19,8 +20,7 @@ def chapter_files() -> list[str]:
 
 def code_cells(md: Path) -> list[str]:
     """Code cells of a MyST notebook that are not removed from the page."""
-    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", md.read_text(), flags=re.S)
-    return [c for c in cells if "remove-cell" not in c.split("\n", 3)[0] + c[:200]]
+    return shown_code_cells(md.read_text())
 
 
 def test_toc_lists_existing_files():
