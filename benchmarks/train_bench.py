@@ -19,6 +19,7 @@ import os
 import platform
 import statistics
 import time
+from contextlib import nullcontext
 from importlib.resources import files
 from pathlib import Path
 
@@ -46,44 +47,61 @@ def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
 
 
 def step_seconds(model: torch.nn.Module, opt, x: torch.Tensor, y: torch.Tensor, steps: int,
-                 warmup: int = 3) -> float:
+                 warmup: int = 3, autocast=nullcontext) -> float:
     """Seconds per full training step (forward, backward, clipping, AdamW) on the batch
-    ``x, y`` (B, T), after ``warmup`` untimed steps. Also used by cpu_attention_bench.py."""
+    ``x, y`` (B, T), after ``warmup`` untimed steps. ``autocast``: a function returning the
+    forward pass's context (e.g. ``lambda: torch.autocast("cuda", torch.bfloat16)``). On a GPU
+    the clock waits for the device's queue (kernels run asynchronously). Also used by
+    cpu_attention_bench.py and gpu_bench.py."""
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
     for i in range(steps + warmup):
         if i == warmup:
+            sync()
             t = time.perf_counter()
-        _, loss = model(x, y)
+        with autocast():
+            _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
         opt.step()
+    sync()
     return (time.perf_counter() - t) / steps
 
 
-def step_throughput(model: torch.nn.Module, batch: int, T: int, vocab: int, steps: int = 20) -> float:
-    """Tokens/s of full training steps (forward, backward, clipping, AdamW) on random tokens."""
+def step_throughput(model: torch.nn.Module, batch: int, T: int, vocab: int, steps: int = 20,
+                    autocast=nullcontext) -> float:
+    """Tokens/s of full training steps (forward, backward, clipping, AdamW) on random tokens,
+    on the device the model's parameters are on."""
+    device = next(model.parameters()).device
     opt = make_optimizer(model, 1e-3, 0.1)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randint(vocab, (batch, T), generator=g), torch.randint(vocab, (batch, T), generator=g)
-    return batch * T / step_seconds(model, opt, x, y, steps, warmup=3)
+    x, y = x.to(device), y.to(device)  # (B, T), (B, T)
+    return batch * T / step_seconds(model, opt, x, y, steps, warmup=3, autocast=autocast)
 
 
-def compare_with_torch_encoder(cfg: GPTConfig, batch: int, rounds: int = 7) -> dict:
+def compare_with_torch_encoder(cfg: GPTConfig, batch: int, rounds: int = 7, device: str = "cpu",
+                               autocast=nullcontext, compile: bool = False, steps: int = 30) -> dict:
     """Tokens/s of MiniGPT and TorchEncoderGPT over ``rounds`` paired measurements.
 
     Each round times both models back to back (in alternating order, so a slow drift of the
     machine's speed hits both alike); the speed-up is the median of the per-round ratios,
-    which is far steadier on a noisy machine than a ratio of two separate medians."""
+    which is far steadier on a noisy machine than a ratio of two separate medians.
+    ``device``, ``autocast`` (see step_seconds) and ``compile`` (both models through
+    ``torch.compile``) set how both models run."""
     torch.manual_seed(0)
-    ours_model = MiniGPT(cfg)
+    ours_model = MiniGPT(cfg).to(device)
     torch.manual_seed(0)
-    ref_model = TorchEncoderGPT(cfg)
+    ref_model = TorchEncoderGPT(cfg).to(device)
+    if compile:
+        ours_model, ref_model = torch.compile(ours_model), torch.compile(ref_model)
     ours, ref = [], []
     for r in range(rounds):
         pair = {}
         for kind in (("ours", "ref") if r % 2 == 0 else ("ref", "ours")):
             model = ours_model if kind == "ours" else ref_model
-            pair[kind] = step_throughput(model, batch, cfg.block_size, cfg.vocab_size, steps=30)
+            pair[kind] = step_throughput(model, batch, cfg.block_size, cfg.vocab_size, steps=steps,
+                                         autocast=autocast)
         ours.append(pair["ours"])
         ref.append(pair["ref"])
     ratios = [a / b for a, b in zip(ours, ref)]
