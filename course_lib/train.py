@@ -366,6 +366,16 @@ class Trainer:
     # -- training ---------------------------------------------------------------------------
     def train_step(self) -> float:
         """One optimisation step; returns the (pre-update) training loss of its batch."""
+        value = self._step().item()
+        self.history.step_loss.append(value)
+        return value
+
+    def _step(self) -> torch.Tensor:
+        """One optimisation step, without waiting for the device: returns the batch's loss as
+        a detached 0-d tensor where it was computed. Reading it (``.item()``) makes the CPU
+        wait until the GPU has finished the step, so ``train`` reads the losses in groups:
+        meanwhile the CPU queues the next steps' kernels. (On the CPU nothing is queued and
+        the values are the same either way.) The caller records the loss in the history."""
         cfg = self.cfg
         lr = warmup_cosine(self.step, cfg.lr, cfg.warmup_steps, cfg.max_steps, cfg.min_lr)
         for group in self.optimizer.param_groups:
@@ -381,15 +391,20 @@ class Trainer:
         self.scaler.step(self.optimizer)  # skips the step if fp16 gradients overflowed
         self.scaler.update()
         self.step += 1
-        value = loss.item()
-        self.history.step_loss.append(value)
         self.history.lr.append(lr)
-        return value
+        return loss.detach()
 
-    def train(self, steps: int | None = None, progress: bool = True, evaluate: bool = True) -> History:
+    def train(self, steps: int | None = None, progress: bool = True, evaluate: bool = True,
+              read_every: int = 50) -> History:
         """Train until ``max_steps`` (or for ``steps`` more steps), evaluating every
-        ``eval_interval`` steps and at the end. Returns the history."""
+        ``eval_interval`` steps and at the end. Returns the history.
+
+        The step losses are read from the device every ``read_every`` steps and before each
+        evaluation (see ``_step``); the training time is measured between those reads, so it
+        counts the device's work, not only the queueing, and leaves out the evaluations."""
         cfg = self.cfg
+        if int(read_every) < 1:
+            raise ValueError(f"Trainer.train: read_every must be a positive number of steps; got {read_every}.")
         stop = cfg.max_steps if steps is None else min(cfg.max_steps, self.step + steps)
         bar = None
         if progress and self.rank == 0:
@@ -399,19 +414,25 @@ class Trainer:
         self.model.train()
         if evaluate and self.step == 0 and not self.history.step:
             self._evaluate_and_record()
+        pending: list[torch.Tensor] = []
+        t0 = time.perf_counter()
         while self.step < stop:
-            t0 = time.perf_counter()
-            loss = self.train_step()
-            self.history.train_seconds += time.perf_counter() - t0
+            pending.append(self._step())
             self.history.tokens += cfg.tokens_per_step * self.world_size
             if bar is not None:
                 bar.update(1)
-                if self.step % 50 == 0:
-                    bar.set_postfix(loss=f"{loss:.3f}")
-            if evaluate and (self.step % cfg.eval_interval == 0 or self.step == cfg.max_steps):
-                losses = self._evaluate_and_record()
+            due = evaluate and (self.step % cfg.eval_interval == 0 or self.step == cfg.max_steps)
+            if due or len(pending) == read_every or self.step == stop:
+                self.history.step_loss.extend(torch.stack(pending).tolist())  # waits for the device
+                self.history.train_seconds += time.perf_counter() - t0
+                pending = []
                 if bar is not None:
-                    bar.set_postfix(train=f"{losses['train']:.3f}", val=f"{losses['val']:.3f}")
+                    bar.set_postfix(loss=f"{self.history.step_loss[-1]:.3f}")
+                if due:
+                    losses = self._evaluate_and_record()
+                    if bar is not None:
+                        bar.set_postfix(train=f"{losses['train']:.3f}", val=f"{losses['val']:.3f}")
+                t0 = time.perf_counter()
         if bar is not None:
             bar.close()
         return self.history

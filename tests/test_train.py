@@ -182,3 +182,14 @@ def test_bpe_tokenizer_in_the_training_pipeline(tmp_path):
 def test_unknown_tokenizer_setting_is_a_clear_error(bad):
     with pytest.raises(ValueError, match="tokenizer must be 'char' or 'bpe-N'"):
         TrainConfig(**{**TINY, "tokenizer": bad})
+
+
+def test_reading_the_losses_in_groups_changes_nothing():
+    """train() reads the step losses from the device in groups (a GPU keeps queueing steps);
+    the history is the same whatever the group size, evaluations included."""
+    one, seven = _trainer(), _trainer()
+    h1, h7 = one.train(progress=False, read_every=1), seven.train(progress=False, read_every=7)
+    assert h1.step_loss == h7.step_loss and h1.lr == h7.lr and len(h1.step_loss) == one.step
+    assert (h1.step, h1.val, h1.train) == (h7.step, h7.val, h7.train)
+    with pytest.raises(ValueError, match="read_every must be a positive"):
+        _trainer().train(progress=False, read_every=0)
