@@ -26,4 +26,34 @@ def _sharp_figures() -> None:
     InlineBackend.instance().figure_formats = {"svg"}
 
 
+#: Set (to "1") by the site build (book/_ext/course_figures.py) for the kernels it starts.
+NARROW_ENV = "COURSE_NARROW_FIGURES"
+
+
+def _narrow_bundle(fig):
+    from .plotting import narrow_bundle
+
+    return narrow_bundle(fig)
+
+
+def _narrow_figures() -> None:
+    """When the site is built, a figure with panels side by side is displayed with a second
+    output type besides its SVG: the same figure re-laid out for a phone (panels stacked,
+    ``plotting.narrow_layout``), which the site serves to narrow screens. Jupyter and Colab
+    never set the variable, so they show the usual figure only and pay nothing for it."""
+    import os
+    import sys
+
+    if os.environ.get(NARROW_ENV) != "1" or "IPython" not in sys.modules:
+        return
+    from IPython import get_ipython
+
+    ip = get_ipython()
+    if ip is None:
+        return
+    ip.display_formatter.mimebundle_formatter.for_type_by_name(
+        "matplotlib.figure", "Figure", _narrow_bundle)
+
+
 _sharp_figures()
+_narrow_figures()

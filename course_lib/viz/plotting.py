@@ -28,6 +28,9 @@ __all__ = [
     "line_panels",
     "vector_plot",
     "matrix_panels",
+    "NARROW_MIME",
+    "narrow_layout",
+    "narrow_bundle",
 ]
 
 #: A colour-blind-safe cycle (Okabe & Ito), used by every figure in the book.
@@ -70,8 +73,15 @@ def new_figure(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (5
     return fig, ax
 
 
-def finish_figure(fig):
-    """Lay out and close ``fig`` and return it, so a cell ending with it shows it once."""
+def finish_figure(fig, *, narrow=None):
+    """Lay out and close ``fig`` and return it, so a cell ending with it shows it once.
+
+    narrow: how the site lays the figure's panels out on a narrow (phone) screen, see
+    ``narrow_layout``: None chooses, False keeps the wide layout, "transpose" turns the grid's
+    columns into rows, (rows, cols) asks for that grid.
+    """
+    if narrow is not None:
+        fig._course_narrow = narrow  # read by narrow_layout (survives the copy it makes)
     fig.tight_layout()
     plt.close(fig)  # the returned figure is displayed once, by the notebook
     return fig
@@ -393,3 +403,159 @@ def loglog_plot(curves: Mapping, **kw):
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     return out
+
+
+# --------------------------------------------------------------------------- narrow layouts
+#: Width (inches) of a figure's narrow layout. A phone shows it about 360 CSS px wide (a
+#: 390 px screen less the page's margins), so its 11-point tick labels are 11 px tall there
+#: and 9-point ones 9 px; the wide layout of a 13-inch, four-panel figure shows them at 3-4 px.
+NARROW_WIDTH = 5.0
+#: The output type carrying the narrow layout (JSON: "svg", "panels", "grid", "tick_pt"). Only
+#: the site reads it (book/_ext/course_figures.py); Jupyter and Colab show the usual SVG.
+NARROW_MIME = "application/vnd.course.narrow-figure+json"
+
+
+def _panels(fig):
+    """The figure's panels in reading order (its axes other than colour bars) and the grid
+    (rows, cols) they sit in, or None when a re-layout cannot move them: an axes outside any
+    grid or in another grid, two axes in one cell (twins), a figure-level legend or text."""
+    if fig.legends or fig.texts:
+        return None
+    panels, cells, grid = [], set(), None
+    for ax in fig.axes:
+        if hasattr(ax, "_colorbar"):  # a colour bar moves with the panel it belongs to
+            continue
+        spec = ax.get_subplotspec()
+        if spec is None:
+            return None
+        top = spec.get_topmost_subplotspec()
+        cell = (top.rowspan.start, top.colspan.start)
+        if grid is None:
+            grid = top.get_gridspec()
+        if top.get_gridspec() is not grid or cell in cells:
+            return None
+        cells.add(cell)
+        panels.append((cell, ax))
+    if grid is None:
+        return None
+    panels.sort(key=lambda p: p[0])
+    return [ax for _, ax in panels], grid.get_geometry()
+
+
+def _small_image(ax) -> bool:
+    """A picture without tick labels (a digit, a heat map of patches), roughly square: such
+    panels still read two to a row on a phone."""
+    if not ax.images or ax.get_aspect() == "auto" or len(ax.get_xticks()) or len(ax.get_yticks()):
+        return False
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    return 0.5 <= abs(y1 - y0) / abs(x1 - x0) <= 2.0
+
+
+def _narrow_cells(panels, rows: int, cols: int, narrow):
+    """The narrow grid (r, c) and each panel's (row, col) in it, or None for no narrow layout."""
+    n = len(panels)
+    if narrow is False or cols < 2 or n < 2:
+        return None
+    images = all(_small_image(ax) for ax in panels)
+    if isinstance(narrow, tuple):
+        r, c = narrow
+        if r * c < n:
+            raise ValueError(f"narrow grid {narrow} has fewer cells than the figure's {n} panels.")
+        return (r, c), [divmod(i, c) for i in range(n)]
+    if narrow not in (None, "transpose"):
+        raise ValueError(f"narrow={narrow!r}: give None, False, 'transpose' or (rows, cols).")
+    if narrow == "transpose" or (images and rows > 1):
+        if n != rows * cols:
+            return None
+        return (cols, rows), [divmod(i, cols)[::-1] for i in range(n)]
+    if images and n >= 4:
+        return (-(-n // 2), 2), [divmod(i, 2) for i in range(n)]
+    return (n, 1), [(i, 0) for i in range(n)]
+
+
+def narrow_layout(fig, narrow=None, width: float = NARROW_WIDTH):
+    """A copy of a finished multi-panel figure with its panels re-laid out for a narrow screen,
+    ``width`` inches wide; None when there is nothing to re-lay out (one column of panels, a
+    single panel) or the figure cannot be moved (see ``_panels``). ``fig`` is not changed.
+
+    Side-by-side panels are stacked, one per row, each as tall as in the wide figure. Small
+    square pictures without ticks (digits, patch maps) go two to a row instead, and a grid of
+    them is transposed (a 2 x 5 grid becomes 5 x 2, so each column of the wide figure becomes a
+    row). A panel's colour bar moves with it. Tick labels hidden because panels shared an axis
+    side by side are shown again, since stacked panels no longer stand next to the one that
+    had them. Fonts keep their sizes: the narrow figure is smaller, so on a phone they are
+    shown larger. ``narrow`` (default: what ``finish_figure(fig, narrow=...)`` recorded)
+    chooses the layout: None as above, False none, "transpose", or a (rows, cols) grid.
+    """
+    import pickle
+    import warnings
+
+    from matplotlib.gridspec import GridSpec, GridSpecFromSubplotSpec
+
+    if narrow is None:
+        narrow = getattr(fig, "_course_narrow", None)
+    found = _panels(fig)
+    if found is None:
+        return None
+    panels, (rows, cols) = found
+    layout = _narrow_cells(panels, rows, cols, narrow)
+    if layout is None:
+        return None
+    try:
+        copy = pickle.loads(pickle.dumps(fig))
+    except Exception:  # an artist that cannot be copied (a lambda formatter): keep the wide one
+        return None
+    plt.close(copy)  # unpickling may register it with pyplot; it is never shown by itself
+    panels, _ = _panels(copy)
+    (r, c), cells = layout
+    w, h = fig.get_size_inches()
+    row_h = max(h / rows, 2.0 if c == 1 else 1.6)
+    if all(ax.get_aspect() != "auto" for ax in panels):  # pictures: no taller than they need
+        ratio = max(ax.get_aspect() * abs(np.subtract(*ax.get_ylim())) / abs(np.subtract(*ax.get_xlim()))
+                    for ax in panels)
+        row_h = min(row_h, max(1.2, ratio * 0.8 * width / c + 1.0))
+    copy.set_size_inches(width, row_h * r)
+    grid = GridSpec(r, c, figure=copy)
+    for ax, (i, j) in zip(panels, cells):
+        spec = ax.get_subplotspec()
+        parent = spec.get_gridspec()
+        if isinstance(parent, GridSpecFromSubplotSpec):
+            parent._subplot_spec = grid[i, j]  # the panel and its colour bar share a sub-grid
+        else:
+            ax.set_subplotspec(grid[i, j])
+        if len(ax.get_shared_y_axes().get_siblings(ax)) > 1:
+            ax.yaxis.set_tick_params(which="both", labelleft=True)
+        if len(ax.get_shared_x_axes().get_siblings(ax)) > 1:
+            ax.xaxis.set_tick_params(which="both", labelbottom=True)
+    copy.subplots_adjust()  # every axes to its new cell, before tight_layout measures them
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tight_layout's "not compatible" notes
+        copy.tight_layout()
+    return copy
+
+
+def _tick_points(fig) -> float:
+    """The smallest font size (points) of the figure's visible tick labels, or of its titles
+    and axis labels when no panel has tick labels (pictures)."""
+    def sizes(texts):
+        return [t.get_fontsize() for t in texts if t.get_visible() and t.get_text()]
+
+    ticks = sizes(t for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels())
+    labels = sizes(t for ax in fig.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label))
+    return float(min(ticks or labels or [matplotlib.rcParams["font.size"]]))
+
+
+def narrow_bundle(fig) -> dict | None:
+    """``{NARROW_MIME: {...}}`` for a figure with a narrow layout (the site's phone version):
+    its SVG (as the notebook's inline SVG is saved: tight bounding box), the number of panels,
+    the narrow grid and the smallest tick-label size in points; None for other figures."""
+    import io
+
+    narrow = narrow_layout(fig)
+    if narrow is None:
+        return None
+    buf = io.StringIO()
+    narrow.savefig(buf, format="svg", bbox_inches="tight")
+    panels, geometry = _panels(narrow)
+    return {NARROW_MIME: {"svg": buf.getvalue(), "panels": len(panels), "grid": list(geometry),
+                          "tick_pt": _tick_points(narrow)}}

@@ -1,0 +1,177 @@
+"""Narrow (phone) layouts of multi-panel figures: course_lib.viz.plotting.narrow_layout, the
+output type the site reads (narrow_bundle, course_lib.viz's display hook) and the site
+extension that joins the two layouts into one <picture> (book/_ext/course_figures.py).
+
+The re-laid-out figure is checked against matplotlib's own geometry: every panel keeps its
+artists and moves to a row of its own (its drawn box lies below the previous panel's), fonts
+keep their sizes, the figure is NARROW_WIDTH inches wide, and the SVG parses as XML.
+"""
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from course_lib.viz import plotting as P
+
+sys.path.insert(0, str(P.__file__).rsplit("/course_lib/", 1)[0] + "/book/_ext")
+
+
+def _bars(sharey=True):
+    fig, axes = P.new_figure(1, 4, figsize=(13, 3.2), sharey=sharey)
+    for i, ax in enumerate(axes):
+        P.bar_probs(np.full(10, 0.1), list("abcdefghij"), title=f"panel {i}", ax=ax)
+    return P.finish_figure(fig)
+
+
+def _boxes(fig):
+    fig.canvas.draw()
+    return [ax.get_window_extent() for ax in fig.axes if not hasattr(ax, "_colorbar")]
+
+
+def _tick_sizes(fig):
+    return sorted({t.get_fontsize() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()})
+
+
+def test_stacked_layout_one_panel_per_row_same_fonts():
+    fig = _bars()
+    before = fig.get_size_inches().copy()
+    narrow = P.narrow_layout(fig)
+    assert narrow is not None and narrow is not fig
+    np.testing.assert_allclose(fig.get_size_inches(), before)  # the wide figure is untouched
+    assert narrow.get_size_inches()[0] == pytest.approx(P.NARROW_WIDTH)
+    assert len(narrow.axes) == len(fig.axes) == 4
+    boxes = _boxes(narrow)
+    # each panel in its own row: below the previous one, none side by side
+    for upper, lower in zip(boxes, boxes[1:]):
+        assert lower.y1 < upper.y0
+    assert [ax.get_title() for ax in narrow.axes] == [ax.get_title() for ax in fig.axes]
+    assert _tick_sizes(narrow) == _tick_sizes(fig)
+    # the same bars in every panel
+    for a, b in zip(fig.axes, narrow.axes):
+        np.testing.assert_allclose([p.get_height() for p in a.patches], [p.get_height() for p in b.patches])
+    assert narrow.number not in plt.get_fignums()
+
+
+def test_shared_axis_labels_come_back_when_stacked():
+    fig = _bars(sharey=True)
+    # side by side, sharey hides the inner panels' y tick labels
+    assert not fig.axes[1].yaxis.get_tick_params()["labelleft"]
+    narrow = P.narrow_layout(fig)
+    narrow.canvas.draw()
+    for ax in narrow.axes:
+        assert ax.yaxis.get_tick_params()["labelleft"]
+        assert any(t.get_visible() and t.get_text() for t in ax.get_yticklabels())
+
+
+def test_small_pictures_go_two_to_a_row_and_a_grid_of_them_is_transposed():
+    fig, axes = P.new_figure(1, 4, figsize=(8, 2.3))
+    for ax in axes:
+        ax.imshow(np.random.default_rng(0).random((8, 8)))
+        ax.set_xticks([])
+        ax.set_yticks([])
+    boxes = _boxes(P.narrow_layout(P.finish_figure(fig)))
+    rows = sorted({round(b.y0) for b in boxes})
+    assert len(rows) == 2 and len({round(b.x0) for b in boxes}) == 2
+
+    fig, axes = P.new_figure(2, 5, figsize=(8.5, 3.8))
+    for ax in axes.ravel():
+        ax.imshow(np.zeros((4, 4)))
+        ax.set_xticks([])
+        ax.set_yticks([])
+    for j in range(5):
+        axes[0, j].set_title(f"column {j}")
+    narrow = P.narrow_layout(P.finish_figure(fig))
+    specs = {ax.get_title(): ax.get_subplotspec() for ax in narrow.axes if ax.get_title()}
+    # column j of the wide figure is row j of the narrow one, its top panel on the left
+    assert narrow.axes[0].get_subplotspec().get_gridspec().get_geometry() == (5, 2)
+    assert [(s.rowspan.start, s.colspan.start) for s in specs.values()] == [(j, 0) for j in range(5)]
+
+
+def test_colour_bar_moves_with_its_panel():
+    fig = P.matrix_panels([np.eye(5), np.eye(5)], ["a", "b"], labels=list("vwxyz"), colorbar=True,
+                          figsize=(10, 4.6))
+    assert len(fig.axes) == 3
+    narrow = P.narrow_layout(fig)
+    narrow.canvas.draw()
+    panel, cbar = narrow.axes[1], narrow.axes[2]
+    assert hasattr(cbar, "_colorbar")
+    p, c = panel.get_window_extent(), cbar.get_window_extent()
+    assert c.x0 > p.x1 - 1  # beside its panel, to the right
+    assert c.y0 < p.y1 and c.y1 > p.y0  # at the same height
+    assert narrow.axes[0].get_window_extent().y0 > p.y1  # the first panel is above
+
+
+def test_no_narrow_layout_for_one_column_or_an_opt_out():
+    assert P.narrow_layout(P.bar_probs([0.5, 0.5], ["a", "b"])) is None
+    fig, axes = P.new_figure(2, 1)
+    assert P.narrow_layout(P.finish_figure(fig)) is None
+    fig, axes = P.new_figure(1, 2)
+    assert P.narrow_layout(P.finish_figure(fig, narrow=False)) is None
+    fig, axes = P.new_figure(1, 2)
+    twin = axes[0].twinx()  # two axes in one cell cannot be told apart by the grid
+    twin.plot([0, 1])
+    assert P.narrow_layout(P.finish_figure(fig)) is None
+
+
+def test_explicit_grid_and_bad_requests():
+    fig, axes = P.new_figure(1, 4)
+    for ax in axes:
+        ax.plot([0, 1])
+    narrow = P.narrow_layout(P.finish_figure(fig, narrow=(2, 2)))
+    assert narrow.axes[0].get_subplotspec().get_gridspec().get_geometry() == (2, 2)
+    with pytest.raises(ValueError, match="fewer cells"):
+        P.narrow_layout(fig, narrow=(1, 2))
+    with pytest.raises(ValueError, match="narrow="):
+        P.narrow_layout(fig, narrow="stacked")
+
+
+def test_bundle_is_a_valid_svg_with_what_the_site_reads():
+    fig = _bars()
+    bundle = P.narrow_bundle(fig)
+    data = bundle[P.NARROW_MIME]
+    root = ET.fromstring(data["svg"])
+    assert root.tag.endswith("svg")
+    width_pt = float(root.get("width").removesuffix("pt"))
+    # tight bounding box: about NARROW_WIDTH inches (72 pt each), far narrower than 13 inches
+    assert 0.8 * P.NARROW_WIDTH * 72 < width_pt < 1.1 * P.NARROW_WIDTH * 72
+    assert data["panels"] == 4 and data["grid"] == [4, 1]
+    assert data["tick_pt"] == min(_tick_sizes(fig))
+    assert P.narrow_bundle(P.bar_probs([0.5, 0.5], ["a", "b"])) is None
+
+
+def test_display_hook_adds_the_narrow_output_only_when_the_site_asks(monkeypatch):
+    pytest.importorskip("IPython")
+    from IPython.core.formatters import DisplayFormatter
+
+    import course_lib.viz as viz
+
+    class Shell:  # what _narrow_figures needs of IPython's shell
+        display_formatter = DisplayFormatter()
+
+    shell = Shell()
+    monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+    monkeypatch.delenv(viz.NARROW_ENV, raising=False)
+    viz._narrow_figures()
+    fig = _bars()
+    data, _ = shell.display_formatter.format(fig)
+    assert P.NARROW_MIME not in data
+    monkeypatch.setenv(viz.NARROW_ENV, "1")
+    viz._narrow_figures()
+    data, _ = shell.display_formatter.format(fig)
+    assert data[P.NARROW_MIME]["panels"] == 4
+    data, _ = shell.display_formatter.format(P.bar_probs([0.5, 0.5], ["a", "b"]))
+    assert P.NARROW_MIME not in data
+
+
+def test_site_extension_names_the_same_output_type():
+    import course_figures
+
+    import course_lib.viz as viz
+
+    assert course_figures.NARROW_MIME == P.NARROW_MIME
+    assert course_figures.NARROW_ENV == viz.NARROW_ENV
