@@ -270,6 +270,30 @@ def test_formatting():
     assert dot_str([0.0, 0.1], [0.1, 0.0]) == "0.0×0.1 + 0.1×0.0 = 0.0"
 
 
+def test_math_mode_arithmetic_shows_the_same_numbers_typeset():
+    """The pages' variant (tex=True) is the worksheets' arithmetic written for MathJax: read back
+    as text by pylatexenc (the search page's converter) it is the plain line, number for number."""
+    import sys
+
+    from course_lib.handcalc.worksheet import affine_str, inline_math, sum_str
+    from tools import ROOT
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    from course_search import math_text
+
+    rng = np.random.default_rng(0)
+    a, b, bias = rng.normal(size=3), rng.normal(size=3), -0.15
+    for plain, tex in [(dot_str(a, b), dot_str(a, b, tex=True)),
+                       (affine_str(a, b, bias), affine_str(a, b, bias, tex=True)),
+                       (sum_str(a, 6), sum_str(a, 6, tex=True))]:
+        assert "\u2212" not in tex and "×" not in tex and "$" not in tex
+        assert math_text(tex) == plain.replace("×", " × ").replace("\u2212", "-")
+    assert "\\times" in dot_str(a, b, tex=True)
+    assert inline_math("e^{0.1} = 1.105")._repr_latex_() == "$e^{0.1} = 1.105$"
+    with pytest.raises(ValueError, match="without dollar signs"):
+        inline_math("$x$")
+
+
 def test_train_transformer_matches_torch_adamw_and_finds_the_first_learned_step():
     """train_transformer (Chapter 5.6's loop) against torch.optim.AdamW on the autograd model."""
     steps = 60

@@ -81,6 +81,26 @@ def numbers_in(text: str) -> list[tuple[float, str]]:
     return out
 
 
+def inconsistent_roundings(glued: dict[str, str], expected: dict[str, list[float]]) -> list[str]:
+    """The quantities shown with two different roundings (1.384 here, 1.38378 there).
+
+    Every number shown in a glued value is paired with the float64 value torch computes for it
+    (``expected``, in order); numbers with the same value to 9 significant digits are the same
+    quantity, and must be shown the same way on every page. Exact numbers (integers, 0, ±∞) are
+    left out: they need no rounding."""
+    groups: dict[str, dict[float, list[str]]] = {}
+    for name, text in sorted(glued.items()):
+        shown, want = numbers_in(text), expected.get(name, [])
+        if len(shown) != len(want):
+            continue  # test_every_glued_number_is_recomputed_by_torch reports it
+        for (value, _body), target in zip(shown, want):
+            if math.isinf(target) or target == round(target):
+                continue
+            groups.setdefault(f"{target:.9g}", {}).setdefault(value, []).append(name)
+    return [f"{key}: " + "; ".join(f"{v:g} in {', '.join(names)}" for v, names in sorted(ways.items()))
+            for key, ways in sorted(groups.items()) if len(ways) > 1]
+
+
 def matches(shown: float, body: str, expected: float) -> bool:
     if math.isinf(expected) or math.isinf(shown):
         return shown == expected
@@ -293,7 +313,7 @@ def expected_values() -> dict[str, list[float]]:
     ln = F.layer_norm(v, (2,), eps=1e-5)
     assert torch.allclose(ln, (v - mu) / std)
     ex["e6_ln_mean"] = [float(v[0]), float(v[1]), 2.0, float(mu)]
-    ex["e6_ln_var"] = [float(v[0] - mu), float(v[1] - mu), 2.0, float(var)]
+    ex["e6_ln_var"] = [float(v[0] - mu), 2.0, float(v[1] - mu), 2.0, 2.0, float(var)]  # (a)^2 + (b)^2
     ex["e6_ln_std"] = [float(var), 1e-5, float(std)]
     ex["e6_ln_xhat0"] = [float(v[0]), float(mu), float(std), float(ln[0])]
     ex["e6_ln_xhat1"] = [float(v[1]), float(mu), float(std), float(ln[1])]
@@ -357,6 +377,31 @@ def test_every_glued_number_is_recomputed_by_torch(built_book):
 
 
 @pytest.mark.slow
+def test_the_same_quantity_is_rounded_the_same_everywhere(built_book):
+    """One rule (05_worked_examples.md, "How to use these pages"): 4 significant digits, 6 for
+    probabilities and losses; the same quantity never shows up with two roundings."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        expected = expected_values()
+    finally:
+        torch.set_num_threads(threads)
+    problems = inconsistent_roundings(glued_values(built_book), expected)
+    assert not problems, "shown with two roundings:\n" + "\n".join(problems)
+
+
+def test_rounding_check_finds_two_roundings_of_one_quantity():
+    loss = 1.3837838
+    glued = {"a_loss": "−ln 0.2506 = 1.384", "b_loss": "1.38378", "c_p": "0.250629", "d_n": "3"}
+    expected = {"a_loss": [0.2506294, loss], "b_loss": [loss], "c_p": [0.2506294], "d_n": [3.0]}
+    problems = inconsistent_roundings(glued, expected)
+    assert len(problems) == 2
+    assert any("1.384 in a_loss" in line and "1.38378 in b_loss" in line for line in problems)
+    glued.update(a_loss="−ln 0.250629 = 1.38378")
+    assert inconsistent_roundings(glued, expected) == []
+
+
+@pytest.mark.slow
 def test_worksheets_are_shipped(built_book):
     downloads = list((built_book / "html" / "_downloads").rglob("*_answers.html"))
     assert len(downloads) == 6, f"expected 6 answer keys in the built site, found {len(downloads)}"
@@ -372,9 +417,9 @@ def test_committed_worksheets_are_up_to_date(tmp_path):
     """The HTML worksheets in book/worked/worksheets are exactly what the code generates now."""
     for path in write_worksheets(tmp_path):
         committed = ROOT / "book" / "worked" / "worksheets" / path.name
-        assert committed.exists(), f"{committed} missing: run python -m course_lib.handcalc.worksheet book/worked/worksheets"
+        assert committed.exists(), f"{committed} missing: run python -m course_lib.handcalc.sheets book/worked/worksheets"
         assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
-            f"{committed.name} is stale: run python -m course_lib.handcalc.worksheet book/worked/worksheets")
+            f"{committed.name} is stale: run python -m course_lib.handcalc.sheets book/worked/worksheets")
 
 
 def test_worksheet_has_blanks_and_key_has_answers():

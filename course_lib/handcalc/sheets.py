@@ -46,7 +46,7 @@ def ex1() -> list[Line]:
         L.append(Line("Logits", f"logit({tok}) = " + _dot(f.h, p.W_O[:, j]), fmt(f.logits[j])))
     for j, tok in enumerate(hc.VOCAB):
         L.append(Line("Probabilities", f"P({tok}) = e^logit({tok}) / Σ e^logit = {{}}", fmt(f.probs[j], 6)))
-    L.append(Line("Loss", f"L = −ln P(C) = −ln {fmt(f.probs[2], 6)} = {{}}", fmt(f.loss)))
+    L.append(Line("Loss", f"L = −ln P(C) = −ln {fmt(f.probs[2], 6)} = {{}}", fmt(f.loss, 6)))
     return L
 
 
@@ -99,8 +99,8 @@ def ex4() -> list[Line]:
     p = hc.initial_params()
     fwds, grads, mean_loss, mean = hc.batch_gradients(p)
     names = ["[A,B]→C", "[A,A]→D", "[B,A]→C"]
-    L = [Line("Per-example losses", f"loss {n} = {{}}", fmt(f.loss)) for n, f in zip(names, fwds)]
-    L.append(Line("Per-example losses", "mean loss = {}", fmt(mean_loss)))
+    L = [Line("Per-example losses", f"loss {n} = {{}}", fmt(f.loss, 6)) for n, f in zip(names, fwds)]
+    L.append(Line("Per-example losses", "mean loss = {}", fmt(mean_loss, 6)))
     for i in range(2):
         for j, tok in enumerate(hc.VOCAB):
             vals = " + ".join(_op(g.d_W_O[i, j]) for g in grads)
@@ -144,7 +144,7 @@ def ex6() -> list[Line]:
     L.append(Line(sec, "attention weights of the last row = {}", str([fmt(v) for v in b["attn"].weights[1]])))
     L.append(Line(sec, "h after attention + residual, last row = {}", str([fmt(v) for v in b["h_mid"][1]])))
     L.append(Line(sec, "h after the FFN + residual, last row = {}", str([fmt(v) for v in b["h_out"][1]])))
-    L.append(Line("Output", "P(C) of the untrained two-block model = {}", fmt(c["probs"][2])))
+    L.append(Line("Output", "P(C) of the untrained two-block model = {}", fmt(c["probs"][2], 6)))
     return L
 
 

@@ -4,6 +4,10 @@ Numbers are shown with 4 significant digits in plain positional notation (no exp
 they can be copied onto paper: ``fmt(0.0070710678) == "0.007071"``, ``fmt(0) == "0.0"``.
 Negative numbers use the typographic minus "−"; binary operators are surrounded by spaces,
 so "0.25 − 1 = −0.75" reads unambiguously (and ``tests/test_worked_examples.py`` can parse it).
+The written-out arithmetic has a math-mode variant (``tex=True``: ``\times``, ASCII minus) for
+the pages, where ``inline_math`` wraps it for ``glue`` and the ``{glue}`` role, so a computed
+line like ``e^{0.004982} = 1.00499`` is typeset by MathJax like the formula beside it; the
+worksheets keep the plain text.
 
 Worksheets: ``worksheet_html(title, intro, lines, answers=False, back=...)`` renders a list of
 ``Line``s as an HTML page styled like the site (readable on a phone, printable, dark mode),
@@ -23,7 +27,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["fmt", "fmt_latex", "dot_str", "affine_str", "sum_str", "math_eq", "matrix_latex", "html_table", "Line",
+__all__ = ["fmt", "fmt_latex", "dot_str", "affine_str", "sum_str", "math_eq", "inline_math", "matrix_latex",
+           "html_table", "Line",
            "worksheet_html", "plain_lists", "significant_digits"]
 
 MINUS = "\u2212"
@@ -45,26 +50,44 @@ def fmt_latex(x: float, sig: int = 4) -> str:
     return fmt(x, sig).replace(MINUS, "-").replace("∞", "\\infty")
 
 
-def _op(x: float, sig: int = 4) -> str:
+def _op(x: float, sig: int = 4, tex: bool = False) -> str:
     """An operand after "×" or "+": negative numbers get parentheses."""
-    s = fmt(x, sig)
-    return f"({s})" if s.startswith(MINUS) else s
+    s = fmt_latex(x, sig) if tex else fmt(x, sig)
+    return f"({s})" if s.startswith(("-", MINUS)) else s
 
 
-def dot_str(a: Sequence[float], b: Sequence[float], sig: int = 4, result: bool = True) -> str:
-    """The dot product written out: "a0×b0 + a1×b1 = result"."""
-    terms = " + ".join(f"{_op(x, sig)}×{_op(y, sig)}" for x, y in zip(a, b))
-    return f"{terms} = {fmt(float(np.dot(a, b)), sig)}" if result else terms
+def _num(x: float, sig: int = 4, tex: bool = False) -> str:
+    return fmt_latex(x, sig) if tex else fmt(x, sig)
 
 
-def affine_str(x: Sequence[float], w: Sequence[float], b: float, sig: int = 4) -> str:
+def dot_str(a: Sequence[float], b: Sequence[float], sig: int = 4, result: bool = True,
+            tex: bool = False) -> str:
+    """The dot product written out: "a0×b0 + a1×b1 = result" (``tex``: ``\\times``, for math)."""
+    times = r" \times " if tex else "×"
+    terms = " + ".join(f"{_op(x, sig, tex)}{times}{_op(y, sig, tex)}" for x, y in zip(a, b))
+    return f"{terms} = {_num(float(np.dot(a, b)), sig, tex)}" if result else terms
+
+
+def affine_str(x: Sequence[float], w: Sequence[float], b: float, sig: int = 4,
+               tex: bool = False) -> str:
     """x·w + b written out: "x0×w0 + x1×w1 + b = result"."""
-    return f"{dot_str(x, w, sig, result=False)} + {_op(b, sig)} = {fmt(float(np.dot(x, w) + b), sig)}"
+    return (f"{dot_str(x, w, sig, result=False, tex=tex)} + {_op(b, sig, tex)} = "
+            f"{_num(float(np.dot(x, w) + b), sig, tex)}")
 
 
-def sum_str(values: Sequence[float], sig: int = 4) -> str:
+def sum_str(values: Sequence[float], sig: int = 4, tex: bool = False) -> str:
     """"a + b + c = total"."""
-    return " + ".join(_op(v, sig) for v in values) + f" = {fmt(float(np.sum(values)), sig)}"
+    return " + ".join(_op(v, sig, tex) for v in values) + f" = {_num(float(np.sum(values)), sig, tex)}"
+
+
+def inline_math(tex: str):
+    """``tex`` (no dollar signs) as inline math for ``glue``: the ``{glue}`` role typesets it
+    where the prose pastes it (an ``IPython.display.Latex`` holding ``$tex$``)."""
+    from IPython.display import Latex
+
+    if "$" in tex:
+        raise ValueError(f"inline_math: pass the TeX without dollar signs, got {tex!r}.")
+    return Latex(f"${tex}$")
 
 
 def matrix_latex(M: np.ndarray, sig: int = 4) -> str:

@@ -1,0 +1,91 @@
+"""The search page on the built site, in Chromium, offline: result summaries read as text.
+
+Sphinx's search page cuts each result's summary from the page's text, where math is MathJax's
+TeX source; book/_ext/course_search.py gives every math element a plain-text reading and
+serves a small script, on search.html only, that puts it in place of the TeX. Here a reader
+searches for words that stand next to formulas and reads the summaries: the search term is
+there, the TeX is not. (The conversion itself: tests/test_search.py.)
+
+Uses the site build of tests/test_browser.py (``COURSE_BROWSER_BUILD`` to point at your own).
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SCRIPT = "course-search.js"
+# TeX a reader should not see in a summary: \( \) \[ \], commands, braces, ^\top.
+TEX = re.compile(r"\\[()\[\]]|\\[A-Za-z]+|[{}]|\^\\top")
+# Words that sit next to math on many pages (attention, cross-entropy, the worked examples).
+QUERIES = ["softmax", "cross-entropy", "logits"]
+
+FINISHED = """() => {
+  const status = document.querySelector("#search-results .search-summary, p.search-summary");
+  return status !== null && /found|did not match/i.test(status.textContent);
+}"""
+SUMMARIES = """() => [...document.querySelectorAll("#search-results li")].map((li) => ({
+  title: (li.querySelector("a") || li).textContent.trim(),
+  summary: (li.querySelector("p.context") || {textContent: ""}).textContent,
+}))"""
+
+
+@pytest.fixture(scope="module")
+def open_search(browser, base_url):
+    """open_search(query) -> (results, problems): the search page's results, offline."""
+    contexts = []
+
+    def search(query: str):
+        context = browser.new_context(viewport={"width": 1366, "height": 900})
+        contexts.append(context)
+        problems: list[str] = []
+
+        def route(r):
+            if r.request.url.startswith(base_url) or r.request.url.startswith(("data:", "blob:")):
+                r.continue_()
+            else:
+                problems.append(f"external request: {r.request.url}")
+                r.abort()
+
+        context.route("**/*", route)
+        page = context.new_page()
+        page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
+        page.goto(f"{base_url}search.html?q={query}", wait_until="load")
+        page.wait_for_function(FINISHED, timeout=60_000)
+        return page.evaluate(SUMMARIES), problems
+
+    yield search
+    for context in contexts:
+        context.close()
+
+
+def test_the_script_is_on_the_search_page_only(site_dir):
+    assert SCRIPT in (site_dir / "search.html").read_text(encoding="utf-8")
+    assert (site_dir / "_static" / SCRIPT).is_file()
+    carrying = [p.relative_to(site_dir).as_posix() for p in site_dir.rglob("*.html")
+                if p.name != "search.html" and SCRIPT in p.read_text(encoding="utf-8")]
+    assert not carrying, f"{SCRIPT} loaded outside the search page: {carrying[:5]}"
+
+
+def test_math_carries_its_plain_text(site_dir):
+    html = (site_dir / "book" / "04_attention.html").read_text(encoding="utf-8")
+    maths = re.findall(r'<(?:span|div) class="math[^"]*"([^>]*)>', html)
+    assert len(maths) > 20, "expected many formulas in Chapter 4"
+    bare = [m for m in maths if "data-course-text=" not in m]
+    assert not bare, f"{len(bare)} of {len(maths)} math elements without a plain-text reading"
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_summaries_show_text_not_tex(query, open_search):
+    results, problems = open_search(query)
+    assert results, f"searching for {query!r} found nothing"
+    with_summary = [r for r in results if r["summary"].strip()]
+    assert len(with_summary) >= 3, f"{query!r}: too few summaries: {results[:3]}"
+    tex = [(r["title"], TEX.findall(r["summary"]), r["summary"][:160])
+           for r in with_summary if TEX.search(r["summary"])]
+    assert not tex, f"{query!r}: TeX in {len(tex)} summaries, e.g. {tex[:3]}"
+    missing = [r["title"] for r in with_summary if query.lower() not in r["summary"].lower()]
+    assert not missing, f"{query!r} missing from the summaries of {missing[:5]}"
+    assert not problems, f"search page: {problems}"
