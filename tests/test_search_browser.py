@@ -71,7 +71,10 @@ def test_the_script_is_on_the_search_page_only(site_dir):
 
 def test_math_carries_its_plain_text(site_dir):
     html = (site_dir / "book" / "04_attention.html").read_text(encoding="utf-8")
-    maths = re.findall(r'<(?:span|div) class="math[^"]*"([^>]*)>', html)
+    pasted = (site_dir / "book" / "worked" / "ex1_forward.html").read_text(encoding="utf-8")
+    assert re.search(r'class="[^"]*text_latex[^"]*math[^"]*"[^>]*data-course-text="e\^', pasted), (
+        "the glued inline math of Example 1 carries no plain-text reading")
+    maths = re.findall(r'<(?:span|div) class="[^"]*\bmath\b[^"]*"([^>]*)>', html)
     assert len(maths) > 20, "expected many formulas in Chapter 4"
     bare = [m for m in maths if "data-course-text=" not in m]
     assert not bare, f"{len(bare)} of {len(maths)} math elements without a plain-text reading"

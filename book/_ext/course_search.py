@@ -121,7 +121,8 @@ def _with_text(visit):
         attr = f' {ATTRIBUTE}="{html.escape(text, quote=True)}"'
         for i in range(start, len(self.body)):
             piece = self.body[i]
-            if re.match(r"<(span|div)\b[^>]*\bclass=\"math\b", piece):
+            # the renderer's tag; myst-nb's pasted math adds classes before "math"
+            if re.match(r"<(span|div)\b[^>]*\bclass=\"[^\"]*\bmath\b", piece):
                 end = piece.index(">")
                 self.body[i] = piece[:end] + attr + piece[end:]
                 return
