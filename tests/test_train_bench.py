@@ -39,3 +39,26 @@ def test_a_scaled_down_run_writes_the_table(tmp_path, capsys):
     assert run["steps"] == 4 and run["config"]["model"]["n_layer"] == 4  # the real shape, few steps
     assert 0 < run["mfu"] < 1 and run["final_val_loss"] == pytest.approx(summary["runs"]["baseline"]["final_val_loss"])
     assert "baseline" in capsys.readouterr().out
+
+
+import cpu_step_profile  # noqa: E402
+
+
+@pytest.mark.parametrize("event, kind", [
+    ("aten::mm", "matrix products"), ("aten::addmm", "matrix products"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "attention"),
+    ("aten::gelu_backward", "GELU"), ("aten::native_layer_norm_backward", "LayerNorm"),
+    ("aten::_fused_adamw_", "optimiser and clipping"), ("aten::linalg_vector_norm", "optimiser and clipping"),
+    ("aten::embedding_dense_backward", "embedding and loss"), ("aten::add", "rest"),
+])
+def test_profile_sorts_events_by_kind_of_work(event, kind):
+    assert cpu_step_profile.kind_of(event) == kind
+
+
+@pytest.mark.slow  # profiles two steps of the chapter's shape (~3 s)
+def test_profile_accounts_for_the_whole_step(capsys):
+    (row,) = cpu_step_profile.main(["--steps", "2", "--threads", "1", "--only", "chapter"])
+    assert sum(row["by_kind_ms"].values()) == pytest.approx(row["profiled_ms"])
+    assert row["by_kind_ms"]["matrix products"] > 0 and row["by_kind_ms"]["attention"] > 0
+    assert 0 < row["mfu"] < row["mfu_ceiling"]  # the ceiling leaves out everything but the products
+    assert "matrix products" in capsys.readouterr().out
