@@ -31,11 +31,12 @@ from pathlib import Path
 
 import torch
 
-from course_lib.bpe import BPETokenizer, bits_per_character, gpt2_pattern, learn_merges, train_library_bpe
+from course_lib.bpe import BPETokenizer, bits_per_character, gpt2_pattern, train_library_bpe
 from course_lib.corpus import load_corpus
 from course_lib.data import CharTokenizer, encode_splits, split_text
-from course_lib.model import MiniGPT, flops_per_token
+from course_lib.model import flops_per_token
 from course_lib.train import Trainer, load_config
+from _common import write_json  # run from benchmarks/
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "bpe_vs_char.json"
 COUNT_VOCABS = (512, 1024, 4096)
@@ -191,9 +192,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     out = Path(args.out) if args.out else (RESULTS if args.scale == 1.0 else None)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-        print(f"wrote {out}")
+        write_json(result, out)
     return result
 
 

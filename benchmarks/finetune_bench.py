@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from course_lib.labs.finetune import FT_SETTINGS, TASK_PLAYS, finetune, ngram_baseline, play_data, zero_shot
+from _common import write_json  # run from benchmarks/
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "finetune_bench.json"
 RUNS = [("scratch", None), ("probe", None), ("full", None), ("lora", 1), ("lora", 4), ("lora", 16)]
@@ -92,9 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"settings": {**FT_SETTINGS, "steps": args.steps}, "plays": list(TASK_PLAYS), "seeds": seeds,
               "threads": args.threads, "pretrained": source, "table": table, "rows": rows,
               "load_average_before": load_before}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_json(result, args.out)
     return result
 
 

@@ -37,6 +37,7 @@ import torch
 from course_lib.model import flops_per_token
 from course_lib.train import AUTOCAST_DTYPES, load_config, resolve_device, resolve_precision, run
 from train_bench import compare_with_torch_encoder, matmul_peak_gflops  # run from benchmarks/
+from _common import write_json  # run from benchmarks/
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "course_lib" / "results" / "gpu_bench.json"
@@ -166,9 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
                "measured_at": time.strftime("%Y-%m-%d %H:%M")}
     out = args.out or (RESULTS if device.type == "cuda" and not args.smoke else None)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(summary, indent=1) + "\n")
-        print(f"wrote {out}")
+        write_json(summary, out)
     return summary
 
 

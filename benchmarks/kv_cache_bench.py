@@ -14,7 +14,6 @@ per token against the length of the context.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
@@ -24,6 +23,7 @@ import torch
 
 from course_lib.generate import generate
 from course_lib.model import GPTConfig, MiniGPT, kv_cache_bytes
+from _common import write_json  # run from benchmarks/
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "kv_cache.json"
 SHAPE = dict(vocab_size=65, n_layer=4, n_head=4, d_model=96, bias=False)
@@ -106,9 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['speedup']:>8.1f}x")
     print(f"cache: {results['cache_bytes_per_token']} bytes per token (all layers, float32)")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_json(results, out)
     return results
 
 

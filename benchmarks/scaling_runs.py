@@ -30,6 +30,7 @@ import torch
 
 from course_lib.model import GPTConfig, flops_per_token
 from course_lib.train import Trainer, TrainConfig, corpus_tokens
+from _common import write_json  # run from benchmarks/
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "scaling.json"
 
@@ -121,8 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
         "runs": runs,
         "measured_at": time.strftime("%Y-%m-%d %H:%M"),
     }
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_json(out, args.out)
     return out
 
 

@@ -27,6 +27,7 @@ import torch
 
 from course_lib.model import GPTConfig, MiniGPT, TorchEncoderGPT, flops_per_token
 from course_lib.train import load_config, make_optimizer, run
+from _common import write_json  # run from benchmarks/
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "train_bench.json"
 CONFIGS = ("baseline", "chapter", "long")
@@ -215,9 +216,7 @@ def main(argv: list[str] | None = None) -> dict:
         "measured_at": time.strftime("%Y-%m-%d %H:%M"),
     }
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(summary, indent=1) + "\n")
-        print(f"wrote {out}")
+        write_json(summary, out)
     return summary
 
 

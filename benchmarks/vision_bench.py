@@ -16,7 +16,6 @@ plots from it).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -27,6 +26,7 @@ import torch
 
 from course_lib.labs.vision import (VIT_SETTINGS, SmallCNN, data_hunger, digits_split, logistic_baseline, make_vit,
                                     train_classifier)
+from _common import write_json  # run from benchmarks/
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "vision_bench.json"
 
@@ -76,9 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
         "hunger_seconds": time.perf_counter() - t0, "load_average_before": load_before,
         "machine": {"processor": platform.processor() or platform.machine(), "torch": torch.__version__},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_json(result, args.out)
     return result
 
 
