@@ -20,8 +20,8 @@ INTRO = ("Setting: A=[1,0], B=[0,1], C=[1,1], D=[0,0]; W_Q = W_K = W_V = 0.1·I;
          "causal attention, predicting from the last position. Give 4 significant digits.")
 
 
-def _dot(a, b) -> str:
-    return " + ".join(f"{_op(x)}×{_op(y)}" for x, y in zip(a, b)) + " = {}"
+def _dot(a, b, sig: int = 4) -> str:
+    return " + ".join(f"{_op(x, sig)}×{_op(y, sig)}" for x, y in zip(a, b)) + " = {}"
 
 
 def ex1() -> list[Line]:
@@ -77,7 +77,7 @@ def ex3() -> list[Line]:
     f = hc.forward(p, ["A", "B"], "C")
     g = hc.backward(p, f)
     s, gw = f.weights[1], g.d_weights[1]
-    L = [Line("Into the context", f"dL/dh[{i + 1}] = " + _dot(p.W_O[i], g.d_logits), fmt(g.d_h[i])) for i in range(2)]
+    L = [Line("Into the context", f"dL/dh[{i + 1}] = " + _dot(p.W_O[i], g.d_logits, 6), fmt(g.d_h[i])) for i in range(2)]
     L += [Line("Into the weights", f"dL/da_{t} = " + _dot(g.d_h, f.V[j]), fmt(gw[j])) for j, t in enumerate("AB")]
     L.append(Line("Through the softmax", "s·g = " + _dot(s, gw), fmt(float(s @ gw))))
     L += [Line("Through the softmax", f"dL/du_{t} = {fmt(s[j])}×({fmt(gw[j])} − ({fmt(float(s @ gw))})) = {{}}",
