@@ -19,6 +19,10 @@
   show a live widget (a saved tqdm progress bar leaves widget *state* but no *view*).
 - **Figures**: an output image opens full size when tapped (a link to the image file).
 - **Downloads**: the worksheets' links back to their chapter still work from ``_downloads/``.
+- **The book as one PDF** (``tools/pdf.py`` prints it into ``_build/pdf/`` before the HTML
+  build when Chromium is installed): copied into the site and linked from every page's footer
+  and the landing page, only when it exists (no broken link without it). Printing (a page, or
+  the PDF): ``site_static/course-print.css``.
 
 All of it happens at build time, in Python; the site ships no JavaScript of ours but the widget
 glue in ``course_assets.py``. Templates and assets live next to this file, not in a ``_static/``
@@ -39,12 +43,14 @@ HERE = Path(__file__).resolve().parent
 STATIC = HERE / "site_static"
 TEMPLATES = HERE / "site_templates"
 CSS = "course-site.css"
+PRINT_CSS = "course-print.css"  # a printed page, and the whole-book PDF (tools/pdf.py)
 FAVICON = "favicon.svg"
 
 DESCRIPTION = ("A course that builds a GPT from its parts: attention, cross-entropy and "
                "backpropagation computed by hand, then in PyTorch, then trained on Shakespeare.")
 CORPUS_PROVENANCE = "course_lib/corpus_data/PROVENANCE.md"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+PDF = "understanding-transformers.pdf"  # tools.pdf.PDF_NAME
 
 
 # --------------------------------------------------------------------------- configuration
@@ -53,10 +59,40 @@ def configure(app, config) -> None:
     config.html_static_path.append(str(STATIC))
     if not config.html_favicon:
         config.html_favicon = str(STATIC / FAVICON)
+    # The link to the PDF is on the pages only when the PDF exists; a config value of its own
+    # ("html" rebuild) rewrites every page when that changes.
+    config.course_pdf = PDF if pdf_source(app).is_file() else ""
     options = config.html_theme_options
     if not options.get("extra_footer"):
         options["extra_footer"] = footer_html(options.get("repository_url", ""),
                                               options.get("repository_branch", "main"))
+
+
+def pdf_source(app) -> Path:
+    """Where ``tools/pdf.py`` writes the PDF: ``<build>/pdf/``, beside ``<build>/html/``."""
+    return Path(app.outdir).parent / "pdf" / PDF
+
+
+def pdf_link(href: str) -> str:
+    return (f'<p class="course-pdf-link"><a href="{html.escape(href)}">Download the book as '
+            "PDF</a>: every chapter on one file, answers and tabs shown.</p>")
+
+
+def insert_after_first_paragraph(body: str, snippet: str) -> str:
+    """``snippet`` after the first paragraph that follows the page's title (or at the top)."""
+    title = body.find("</h1>")
+    end = body.find("</p>", max(title, 0))
+    if end < 0:
+        return snippet + body
+    end += len("</p>")
+    return body[:end] + "\n" + snippet + body[end:]
+
+
+def copy_pdf(app, exception) -> None:
+    if exception is None and app.builder.name == "html" and app.config.course_pdf:
+        import shutil
+
+        shutil.copyfile(pdf_source(app), Path(app.outdir) / PDF)
 
 
 def footer_html(repo_url: str, branch: str) -> str:
@@ -264,6 +300,20 @@ def relink_downloads(app, exception) -> None:
         logger.info(f"course_site: relinked {fixed} downloadable HTML file(s)")
 
 
+# --------------------------------------------------------------------------- single page
+def singlehtml_handlers(app) -> None:
+    """The whole-book PDF (``tools/pdf.py``) is printed from a single-page build. Sphinx looks
+    up the handlers of custom nodes under the builder's name first: since sphinx-exercise
+    registers its nodes for ``singlehtml``, the nodes registered only for ``html`` (myst-nb's
+    hidden-input toggle, ...) would be unknown there. They get their ``html`` handlers."""
+    if app.builder.name != "singlehtml":
+        return
+    handlers = app.registry.translation_handlers
+    single = handlers.setdefault("singlehtml", {})
+    for name, pair in handlers.get("html", {}).items():
+        single.setdefault(name, pair)
+
+
 # --------------------------------------------------------------------------- the hook
 def page_context(app, pagename, templatename, context, doctree) -> None:
     if "body" in context and isinstance(context["body"], str):
@@ -275,12 +325,21 @@ def page_context(app, pagename, templatename, context, doctree) -> None:
     description = page_description(doctree)
     context["metatags"] = str(context.get("metatags", "")) + meta_tags(title, site, description)
     trim_scripts(app, pagename, context)
+    if app.config.course_pdf and app.builder.name == "html" and callable(context.get("pathto")):
+        link = pdf_link(context["pathto"](PDF, 1))
+        context["theme_extra_footer"] = link + str(context.get("theme_extra_footer") or "")
+        if pagename == app.config.root_doc and isinstance(context.get("body"), str):
+            context["body"] = insert_after_first_paragraph(context["body"], link)
 
 
 def setup(app):
+    app.add_config_value("course_pdf", "", "html")
     app.connect("config-inited", configure, priority=450)
     app.add_css_file(CSS)
+    app.add_css_file(PRINT_CSS, media="print")
     # After the theme (pydata/book: 500/501), Sphinx's mathjax (500) and myst-nb's scripts.
     app.connect("html-page-context", page_context, priority=600)
     app.connect("build-finished", relink_downloads)
+    app.connect("builder-inited", singlehtml_handlers)
+    app.connect("build-finished", copy_pdf)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
