@@ -42,6 +42,7 @@ def built_book() -> Path:
             return build
         marker.unlink(missing_ok=True)
         shutil.rmtree(BOOK_OUT, ignore_errors=True)
+        _build_pdf_first()
         jb = Path(sys.executable).with_name("jupyter-book")
         cmd = [str(jb), "build", str(ROOT), "--path-output", str(BOOK_OUT),
                "--builder", "html", "-W", "--keep-going"]
@@ -57,6 +58,47 @@ def built_book() -> Path:
             )
         marker.write_text(run_id)
     return build
+
+
+PDF_LOG = TEST_OUTPUT / "pdf-build.log"
+
+
+def _build_pdf_first() -> None:
+    """As ``./course build`` does, where Chromium is installed: the single-page build and the
+    whole-book PDF (``tools/pdf.py``) before the HTML build, which then links the PDF. The
+    single-page build executes the chapters (the HTML build reuses them): its failure is the
+    book's, and fails here. A failed print is only logged (``PDF_LOG``): tests/test_pdf.py
+    reports it."""
+    from tools.pdf import build_singlehtml, chromium_path
+
+    PDF_LOG.unlink(missing_ok=True)
+    if chromium_path() is None:
+        return
+    proc = build_singlehtml(BOOK_OUT, capture=True)
+    log = TEST_OUTPUT / "book-build-singlehtml.log"
+    log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    if proc.returncode != 0:
+        lines = [l for l in (proc.stdout + proc.stderr).splitlines()
+                 if "WARNING" in l or "ERROR" in l or "Error" in l]
+        pytest.fail(f"the clean single-page build (for the PDF) failed (exit {proc.returncode});"
+                    f" full log in {log}.\n" + "\n".join(lines[-40:]), pytrace=False)
+    pdf = subprocess.run([sys.executable, "-m", "tools.pdf", "--no-build", "--path-output",
+                          str(BOOK_OUT)], cwd=ROOT, capture_output=True, text=True,
+                         check=False)
+    PDF_LOG.write_text(f"exit {pdf.returncode}\n" + pdf.stdout + "\n--- stderr ---\n"
+                       + pdf.stderr)
+
+
+@pytest.fixture(scope="session")
+def built_pdf(built_book, chromium) -> Path:
+    """The whole-book PDF of the clean test build (``built_book`` prints it first)."""
+    from tools.pdf import PDF_NAME
+
+    pdf = built_book / "pdf" / PDF_NAME
+    if not pdf.is_file():
+        log = PDF_LOG.read_text() if PDF_LOG.exists() else "(no log: the build was reused?)"
+        pytest.fail(f"no PDF at {pdf}; {PDF_LOG}:\n{log[-3000:]}", pytrace=False)
+    return pdf
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,11 @@
    table of contents added; each page of the book starts a new sheet. The rules that a printed
    page of the site shares (tabs one after the other, code that wraps, figures kept whole, no
    navigation) are the site's print stylesheet, ``book/_ext/site_static/course-print.css``.
-4. Checked: nothing wider than the column (``overflowing``); printed on A4 with page numbers,
-   tagged, with an outline; then the table of contents gets its page numbers (found in the
-   first print's text) and the book is printed again.
+4. Checked: nothing wider than the column (``overflowing``). Printed on A4 with page numbers
+   (tagged); the table of contents gets its page numbers from the first print's named
+   destinations and the book is printed again; pypdf adds the outline (bookmarks: each page of
+   the book and its sections; Chromium's own outline nests chapters under the landing page).
+   ``<PDF_NAME>.json`` beside the PDF records pages, size, time and what did not fit.
 
 ``./course build`` runs this before the HTML build when Chromium is installed, and the site
 links the PDF (``book/_ext/course_site.py``) when it exists.
@@ -32,6 +34,7 @@ import contextlib
 import functools
 import html
 import http.server
+import json
 import re
 import shutil
 import subprocess
@@ -65,7 +68,7 @@ def start_page(singlehtml: Path) -> str:
         raise ValueError(f"no single-page build in {singlehtml}: run `jupyter-book build . "
                          "--builder singlehtml` (or python -m tools.pdf without --no-build)")
     m = re.search(r'http-equiv="Refresh"\s+content="\d+;\s*url=([^"]+)"', index.read_text(),
-                  re.I)
+                  re.IGNORECASE)
     return m.group(1) if m else "index.html"
 
 
@@ -436,18 +439,23 @@ def make_pdf(build: Path, out: Path, *, log=print) -> dict:
     pages = destination_pages(out)
     add_outline(out, outline_tree(entries, pages))
     seconds = time.perf_counter() - t0
-    return {"pages": len(PdfReader(str(out)).pages), "mb": round(out.stat().st_size / 1e6, 1),
-            "seconds": round(seconds, 1), "overflowing": wide, "explorers": info["explorers"],
-            "scaled": info["scaled"],
-            "contents": [(e["text"], pages.get(e["id"])) for e in entries]}
+    result = {"pages": len(PdfReader(str(out)).pages), "mb": round(out.stat().st_size / 1e6, 1),
+              "seconds": round(seconds, 1), "overflowing": wide,
+              "explorers": info["explorers"], "explorers_not_drawn": info["notReady"],
+              "scaled_to_fit": info["scaled"],
+              "contents": [[e["text"], pages.get(e["id"])] for e in entries]}
+    # What the tests read besides the PDF (tests/test_pdf.py).
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return result
 
 
-def build_singlehtml(path_output: Path, extra: list[str] | None = None) -> int:
-    """``jupyter-book build --builder singlehtml -W --keep-going`` into ``path_output``."""
+def build_singlehtml(path_output: Path, capture: bool = False) -> subprocess.CompletedProcess:
+    """``jupyter-book build --builder singlehtml -W --keep-going`` into ``path_output`` (its
+    ``_build/``, shared with the HTML build: doctrees and execution cache)."""
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(ROOT), "--path-output",
-           str(path_output), "--builder", "singlehtml", "-W", "--keep-going", *(extra or [])]
-    return subprocess.run(cmd, cwd=ROOT).returncode
+           str(path_output), "--builder", "singlehtml", "-W", "--keep-going"]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=capture, text=True, check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -464,8 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     build = args.path_output.resolve() / "_build"
     if not args.no_build:
         t0 = time.perf_counter()
-        rc = build_singlehtml(args.path_output.resolve())
+        rc = build_singlehtml(args.path_output.resolve()).returncode
         if rc:
+            print("tools.pdf: the single-page build failed (above)", file=sys.stderr)
             return rc
         print(f"tools.pdf: single-page build {time.perf_counter() - t0:.0f} s")
     out = build / "pdf" / PDF_NAME

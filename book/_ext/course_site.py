@@ -75,7 +75,7 @@ def pdf_source(app) -> Path:
 
 def pdf_link(href: str) -> str:
     return (f'<p class="course-pdf-link"><a href="{html.escape(href)}">Download the book as '
-            "PDF</a>: every chapter on one file, answers and tabs shown.</p>")
+            "PDF</a>: every chapter in one file, with the answers and all tabs shown.</p>")
 
 
 def insert_after_first_paragraph(body: str, snippet: str) -> str:
