@@ -14,10 +14,11 @@
    finished (an explorer prints as its figure at the default settings, with a line saying it is
    interactive on the site); links to other files of the site dropped (a PDF cannot follow
    them); display equations and tables wider than the column scaled down to fit; headings
-   renumbered by nesting (a chapter is ``h1``: the PDF outline follows them); a cover and a
-   table of contents added; each page of the book starts a new sheet. The rules that a printed
-   page of the site shares (tabs one after the other, code that wraps, figures kept whole, no
-   navigation) are the site's print stylesheet, ``book/_ext/site_static/course-print.css``.
+   renumbered by nesting (each page of the book an ``h1``, as the tagged PDF's structure);
+   a cover (with the licences) and a table of contents added; each page of the book starts a
+   new sheet. The rules that a printed page of the site shares (tabs one after the other, code
+   that wraps, figures kept whole, boxes that may split, no navigation) are the site's print
+   stylesheet, ``book/_ext/site_static/course-print.css``.
 4. Checked: nothing wider than the column (``overflowing``). Printed on A4 with page numbers
    (tagged); the table of contents gets its page numbers from the first print's named
    destinations and the book is printed again; pypdf adds the outline (bookmarks: each page of
@@ -221,6 +222,8 @@ async ({title, subtitle, byline, note}) => {
   cover.querySelector('.course-pdf-title').textContent = title;
   cover.querySelector('.course-pdf-subtitle').textContent = subtitle;
   cover.querySelector('.course-pdf-byline').textContent = byline;
+  const licence = document.querySelector('.course-licence');  // the site's footer line
+  if (licence) cover.append(licence.cloneNode(true));
   const toc = document.createElement('nav');
   toc.className = 'course-pdf-toc';
   toc.setAttribute('aria-label', 'Contents');
@@ -272,6 +275,10 @@ html.course-pdf, html.course-pdf body { background: #fff !important; }
   display: block !important; max-width: none !important; width: auto !important;
   margin: 0 !important; padding: 0 !important; }
 .course-pdf .bd-footer-article, .course-pdf .bd-footer { display: none !important; }
+/* sphinx-book-theme hides a printed page's first h1 (its print header repeats it): here every
+   page of the book is an h1, and the title on its first sheet. */
+.course-pdf .bd-main .bd-content .bd-article h1:first-of-type { display: block !important; }
+.course-pdf-cover .course-licence { font-size: 0.8rem; color: #555; margin-top: 3rem; }
 .course-pdf-cover { break-after: page; padding-top: 30vh; text-align: center; }
 .course-pdf-title { font-size: 2.6rem; font-weight: 700; margin-bottom: 1rem; }
 .course-pdf-subtitle { font-size: 1.15rem; max-width: 32rem; margin: 0 auto 2rem; }
