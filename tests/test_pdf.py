@@ -135,11 +135,35 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
+MONO_EM = 0.602  # DejaVu Sans Mono's advance width, in em (every glyph the same)
+
+
 @pytest.fixture(scope="module")
-def pdf_text(built_pdf) -> list[str]:
+def extracted(built_pdf) -> tuple[list[str], list[tuple[float, int, str]], float]:
+    """Each page's text, and where each line of monospaced text (code, outputs) ends:
+    ``(x, page, line)`` in points; and the right edge of the printed column."""
     from pypdf import PdfReader
 
-    return [page.extract_text() or "" for page in PdfReader(str(built_pdf)).pages]
+    reader = PdfReader(str(built_pdf))
+    texts, ends = [], []
+    for number, page in enumerate(reader.pages, 1):
+        def visit(text, cm, tm, font, size, number=number):
+            if not text.strip() or not font or "Mono" not in str(font.get("/BaseFont", "")):
+                return
+            x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
+            em = size * tm[0] * cm[0]
+            for line in text.split("\n"):
+                ends.append((x + MONO_EM * em * len(line.rstrip()), number, line.strip()[:60]))
+
+        texts.append(page.extract_text(visitor_text=visit) or "")
+    width = float(reader.pages[0].mediabox.width)
+    right = width - float(tool.MARGIN["right"].removesuffix("mm")) / 25.4 * 72
+    return texts, ends, right
+
+
+@pytest.fixture(scope="module")
+def pdf_text(extracted) -> list[str]:
+    return extracted[0]
 
 
 @pytest.fixture(scope="module")
@@ -198,6 +222,11 @@ def test_every_page_of_the_book_is_in_it_in_order_with_a_bookmark(built_pdf, pdf
     numbers = [n for _, n in contents]
     assert all(isinstance(n, int) for n in numbers), contents
     assert numbers == sorted(numbers) and numbers[0] > 1
+    # ... and those are the numbers printed in it (the first print's, before the cover's
+    # sheet and the contents' own).
+    toc = _squash("\n".join(pdf_text[1:numbers[0] - 1]))
+    wrong = [(t, n) for t, n in contents if _squash(f"{t}{n}") not in toc]
+    assert not wrong, f"the contents print other page numbers for {wrong}"
     reader = PdfReader(str(built_pdf))
     bookmarks = [item.title for item in reader.outline if not isinstance(item, list)]
     assert len(bookmarks) >= 15 and bookmarks[1].startswith("1."), bookmarks
@@ -257,10 +286,15 @@ def test_no_raw_tex_in_the_text(pdf_text):
 
 
 @pytest.mark.slow
-def test_nothing_is_wider_than_the_page(report):
+def test_nothing_is_wider_than_the_page(report, extracted):
     """Code and outputs wrap, wide equations and tables were scaled to the column: the tool's
-    check in print layout found nothing clipped at the page edge."""
+    check in print layout found nothing clipped at the page edge, and in the PDF itself no
+    line of code or output runs past the right margin."""
     assert report["overflowing"] == []
+    _, ends, right = extracted
+    assert len(ends) > 1000, "too little monospaced text found: is code still printed?"
+    beyond = [f"page {n}: {line}" for x, n, line in ends if x > right + 1]
+    assert not beyond, "code running off the page:\n" + "\n".join(beyond[:20])
 
 
 @pytest.mark.slow
