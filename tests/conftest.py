@@ -3,7 +3,9 @@
 ``built_book``: one clean build of the whole site per test session, into
 ``test-output/book`` (``jupyter-book build -W --keep-going`` with ``raise_on_error``, in a
 fresh folder so no execution cache can hide a failing cell). Set ``COURSE_REUSE_BUILD=1`` to
-reuse the previous test build while iterating on tests (never in CI).
+reuse the previous test build while iterating on tests (never in CI). Where Chromium is
+installed it first builds the single page and prints the whole-book PDF (``tools/pdf.py``),
+as ``./course build`` does; ``built_pdf`` is that PDF.
 """
 from __future__ import annotations
 

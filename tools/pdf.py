@@ -177,7 +177,8 @@ async ({title, subtitle, byline, note}) => {
   });
 
   // 6. Headings by nesting: each page of the book is an h1, its sections h2, ... (the single
-  //    page nests every chapter under the landing page's last section). The outline follows.
+  //    page nests every chapter under the landing page's last section): the tagged PDF and
+  //    the outline (add_outline) follow them.
   const article = document.querySelector('article.bd-article') || document.body;
   const docs = [...article.querySelectorAll('span[id^="document-"] + section')];
   const top = article.querySelector(':scope > section') || article;
