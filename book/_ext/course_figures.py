@@ -14,8 +14,9 @@ This extension
   no renderer for ours, so :func:`_render_mime_type` supplies it);
 - before myst-nb's choice (the ``SelectMimeType`` post-transform), joins the two images into one
   :class:`course_picture` node, which the HTML writer writes as
-  ``<picture><source media="(max-width: 640px)" srcset="narrow.svg"><img src="wide.svg"></picture>``:
-  the browser fetches only the one it shows, so a page gets no heavier on a desktop. The
+  ``<picture><source media="screen and (max-width: 640px)" srcset="narrow.svg"><img src="wide.svg"></picture>``:
+  the browser fetches only the one it shows, so a page gets no heavier on a desktop. Print
+  (the PDF, tools/pdf.py) keeps the wide layout, as a desktop does. The
   ``<img>`` keeps the cell's alt text and the figure its caption, name and number (the picture
   sits where the image was, inside myst-nb's figure). A tap opens the wide figure full size,
   as for every other figure of the site (the link ``course_site.zoomable_images`` adds to
@@ -39,8 +40,8 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 NARROW_MIME = "application/vnd.course.narrow-figure+json"  # = course_lib.viz.plotting.NARROW_MIME
 NARROW_ENV = "COURSE_NARROW_FIGURES"  # = course_lib.viz.NARROW_ENV
 WIDE_MIME = "image/svg+xml"
-#: Screens at most this wide (CSS px) get the narrow layout: phones, in either orientation
-#: up to a small tablet's portrait width.
+#: Screens at most this wide (CSS px) get the narrow layout: phones in either orientation and
+#: small tablets in portrait. Wider screens and print get the wide one.
 BREAKPOINT = 640
 
 
@@ -120,7 +121,7 @@ def visit_course_picture(self, node) -> None:
         f'<a class="course-zoom" href="{html.escape(wide_src)}" title="Open the figure full size">'
         f'<picture class="course-narrow-figure" data-panels="{info["panels"]}" data-grid="{grid}" '
         f'data-tick-pt="{info["tick_pt"]:g}">'
-        f'<source media="(max-width: {BREAKPOINT}px)" srcset="{html.escape(narrow_src)}" '
+        f'<source media="screen and (max-width: {BREAKPOINT}px)" srcset="{html.escape(narrow_src)}" '
         f'type="image/svg+xml">')
     wide.walkabout(self)  # Sphinx's own <img>: alt text, classes
     self.body.append("</picture></a>")
