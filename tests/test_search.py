@@ -46,6 +46,7 @@ def test_every_formula_of_the_book_reads_without_tex():
     (r"-\ln 0.250629 = 1.38378", "-ln 0.250629 = 1.38378"),
     (r"\log \sum_j e^{z_j}", "log ∑_j e^(z_j)"),
     (r"\frac{\partial L}{\partial W_O}", "∂L/∂W_O"),
+    (r"h^\top (p - y)", "hᵀ(p - y)"),
     (r"\tfrac{x_1 - x_2}{2}", "(x_1 - x_2)/2"),
     (r"(x - \mu)^2 \cdot \sqrt{2}", "(x - μ)² · √2"),
     (r"\begin{bmatrix} 0.1 & -0.2 \\ 0.3 & 0.4 \end{bmatrix}", "[0.1 -0.2; 0.3 0.4]"),

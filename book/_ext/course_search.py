@@ -99,7 +99,7 @@ def math_text(tex: str) -> str:
     tex = tex.replace("&", " ").replace(r"\\", "; ")
     tex = re.sub(r"\\[td]frac\b", r"\\frac", tex)  # their arguments parse like \frac's
     text = _converter().latex_to_text(_group_scripts(tex))
-    text = re.sub(r"\^[⊤T](?![\w(])", "ᵀ", text)
+    text = re.sub(r"\^[⊤T](?!\w)", "ᵀ", text)
     text = re.sub(r"\^(-?\d)(?![\d.])", lambda m: m.group(1).translate(_SUPERSCRIPT), text)
     text = re.sub(r"\b(" + "|".join(_FUNCTIONS) + r") (?=[(_^\[])", r"\1", text)
     text = re.sub(r"√\(([A-Za-z0-9.]+)\)", r"√\1", text)  # √2, but √(d_k)
