@@ -36,6 +36,7 @@ __version__ = "0.1.0"
 # name -> module of the viz room, imported on first use (PEP 562)
 _LAZY = {
     "glue": "course_lib.viz.glue",
+    "sci": "course_lib.viz.glue",
     "attention_heatmap": "course_lib.viz.plotting",
     "bar_probs": "course_lib.viz.plotting",
     "loss_curve": "course_lib.viz.plotting",

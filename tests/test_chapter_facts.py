@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from course_lib.viz.glue import sci
 from tools import ROOT
 
 BOOK = ROOT / "book"
@@ -134,7 +135,7 @@ def test_gelu_numbers_of_chapter_8():
     # d/dx x Φ(x) = Φ(x) + x φ(x), at x = -1
     slope = 0.5 * (1 + math.erf(-1 / math.sqrt(2))) - math.exp(-0.5) / math.sqrt(2 * math.pi)
     assert g["gelu_slope_neg1"] == f"{slope:.3f}"
-    assert g["gelu_tanh_gap"] == f"{np.abs(gelu - tanh_form).max():.1e}"
+    assert g["gelu_tanh_gap"] == sci(np.abs(gelu - tanh_form).max(), 1)
 
 
 def test_raw_position_index_numbers_of_chapter_3():
@@ -167,9 +168,9 @@ def test_chapter_1_lstm_numbers_recomputed_with_torch_lstmcell():
         return float(grad[0].norm())
 
     assert g["lstm_open_128"] == f"{torch_lstm_grad(128, 3.0):.2f}"
-    assert g["lstm_open_256"] == f"{torch_lstm_grad(256, 3.0):.1e}"
-    assert g["lstm_closed_256"] == f"{torch_lstm_grad(256, 0.0):.0e}"
-    assert g["lstm_rnn_256"] == f"{rnn_gradient_norms([256])[0]:.0e}"
+    assert g["lstm_open_256"] == sci(torch_lstm_grad(256, 3.0), 1)
+    assert g["lstm_closed_256"] == sci(torch_lstm_grad(256, 0.0), 0)
+    assert g["lstm_rnn_256"] == sci(rnn_gradient_norms([256])[0], 0)
 
 
 def test_chapter_1_scaling_fit_recomputed_from_the_stored_runs():

@@ -161,3 +161,19 @@ def test_agrees_uses_the_dtype_round_off_and_says_yes_or_no():
     assert agrees(0.1 + 0.2, 0.3) == "yes" and verdict(False) == "NO"
     with pytest.raises(ValueError, match="same shape"):
         agrees(a, a[:1])
+
+
+@pytest.mark.parametrize("x, digits", [(3.2e-65, 1), (3e32, 0), (1.4e-2, 1), (-2.5e-7, 1), (4.6e4, 1), (0.18, 1),
+                                       (12.3, 1), (7e-5, 2)])
+def test_sci_writes_powers_of_ten_as_a_reader_does(x, digits):
+    from course_lib.viz.glue import sci
+
+    text = sci(x, digits)
+    assert "e" not in text and "E" not in text  # no Python notation
+    if "×" in text:  # mantissa × 10^exponent, read back from the superscripts
+        mantissa, power = text.replace("\u2212", "-").split(" × 10")
+        exponent = int(power.translate(str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")))
+        assert float(mantissa) * 10.0 ** exponent == pytest.approx(x, rel=0.5 * 10.0 ** -digits)
+        assert len(mantissa.lstrip("-").replace(".", "")) == digits + 1
+    else:  # between 0.1 and 1000: positional, digits + 1 significant figures
+        assert float(text.replace("\u2212", "-")) == pytest.approx(x, rel=0.05)
