@@ -24,8 +24,9 @@
   and the landing page, only when it exists (no broken link without it). Printing (a page, or
   the PDF): ``site_static/course-print.css``.
 
-All of it happens at build time, in Python; the site ships no JavaScript of ours but the widget
-glue in ``course_assets.py``. Templates and assets live next to this file, not in a ``_static/``
+All of it happens at build time, in Python. The site's own JavaScript is small and served only
+where needed: the widget glue in ``course_assets.py``, the explorers' embedding in
+``course_vega.py``, and the search page's plain-text math in ``course_search.py``. Templates and assets live next to this file, not in a ``_static/``
 source folder (Jupyter Book would inject every ``.js`` found there into every page).
 """
 from __future__ import annotations
