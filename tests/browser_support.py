@@ -7,17 +7,14 @@ While iterating, point the tests at a build of your own instead of the shared cl
 """
 from __future__ import annotations
 
-import contextlib
-import functools
-import http.server
 import os
 import re
 import shutil
-import threading
 from pathlib import Path
 
 
 from tools import ROOT
+from tools.localserver import serve  # noqa: F401  (the browser fixtures' local server)
 # Screenshots and the report; COURSE_BROWSER_OUTPUT moves them (a helper's own run).
 TEST_OUTPUT = Path(os.environ.get("COURSE_BROWSER_OUTPUT") or ROOT / "test-output")
 SCREENSHOTS = TEST_OUTPUT / "screenshots"
@@ -49,27 +46,6 @@ def toc_pages(root: Path | None = None) -> list[str]:
     from tools.toc import toc_files
 
     return [f"{name}.html" for name in toc_files(root or source_root())]
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):  # keep pytest output clean
-        pass
-
-
-@contextlib.contextmanager
-def serve(directory: Path):
-    """Serve ``directory`` on 127.0.0.1 (a free port) in a thread; yields the base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def html_ids(path: Path) -> set[str]:

@@ -32,19 +32,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import html
-import http.server
 import json
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-from . import ROOT
+from . import ROOT, localserver
+from .localserver import QuietHandler
 
 PDF_NAME = "understanding-transformers.pdf"  # also in book/_ext/course_site.py (the link)
 TITLE = "Understanding Transformers"
@@ -331,7 +329,7 @@ OVERFLOW_JS = r"""
 """
 
 
-class _Handler(http.server.SimpleHTTPRequestHandler):
+class _Handler(QuietHandler):
     page = ""  # the single page's path in the build, served as /SERVED_AS
 
     def translate_path(self, path):
@@ -339,26 +337,13 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             path = "/" + self.page
         return super().translate_path(path)
 
-    def log_message(self, *args):
-        pass
-
 
 @contextlib.contextmanager
 def serve(directory: Path, page: str):
-    """Serve ``directory`` on 127.0.0.1 (a free port) in a thread, with ``page`` also at
-    ``/SERVED_AS``; yields that page's URL. (MathJax's fonts do not load from ``file://``.)"""
-    handler = functools.partial(type("Handler", (_Handler,), {"page": page}),
-                                directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/{SERVED_AS}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    """Serve ``directory`` (``tools.localserver``) with ``page`` also at ``/SERVED_AS``; yields
+    that page's URL. (MathJax's fonts do not load from ``file://``.)"""
+    with localserver.serve(directory, type("Handler", (_Handler,), {"page": page})) as base:
+        yield base + SERVED_AS
 
 
 def _meta() -> dict:
