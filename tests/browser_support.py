@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 
 
 from tools import ROOT
-from tools.localserver import serve  # noqa: F401  (the browser fixtures' local server)
+from tools.localserver import CHROMIUM_ARGS, chromium_path, serve  # noqa: F401  (for the fixtures)
 # Screenshots and the report; COURSE_BROWSER_OUTPUT moves them (a helper's own run).
 TEST_OUTPUT = Path(os.environ.get("COURSE_BROWSER_OUTPUT") or ROOT / "test-output")
 SCREENSHOTS = TEST_OUTPUT / "screenshots"
@@ -24,8 +23,6 @@ SCREENSHOTS = TEST_OUTPUT / "screenshots"
 AXE_JS = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 
 # Debian's Chromium, driven by Playwright; it must never try to reach the network on its own.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def source_root() -> Path:
@@ -35,10 +32,6 @@ def source_root() -> Path:
 def custom_build() -> Path | None:
     value = os.environ.get("COURSE_BROWSER_BUILD")
     return Path(value).resolve() if value else None
-
-
-def chromium_path() -> str | None:
-    return shutil.which("chromium")
 
 
 def toc_pages(root: Path | None = None) -> list[str]:

@@ -1,12 +1,23 @@
-"""Serve a built site over HTTP on 127.0.0.1 for a browser (the site's browser tests, the PDF
-printer in ``tools.pdf``): MathJax's fonts and the search index do not load from ``file://``."""
+"""A built site for a browser (the site's browser tests, the PDF printer in ``tools.pdf``):
+served over HTTP on 127.0.0.1 (MathJax's fonts and the search index do not load from
+``file://``), and the Chromium that reads it, with its flags."""
 from __future__ import annotations
 
 import contextlib
 import functools
 import http.server
+import shutil
 import threading
 from pathlib import Path
+
+#: Chromium's flags for a headless run in a container (no sandbox, no GPU, no network chatter).
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def chromium_path() -> str | None:
+    """Debian's Chromium, or None (Playwright drives it; it cannot download a browser here)."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):

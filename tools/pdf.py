@@ -35,28 +35,20 @@ import contextlib
 import html
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from . import ROOT, localserver
-from .localserver import QuietHandler
+from .localserver import CHROMIUM_ARGS, QuietHandler, chromium_path
 
 PDF_NAME = "understanding-transformers.pdf"  # also in book/_ext/course_site.py (the link)
 TITLE = "Understanding Transformers"
 # The printed column: A4 (210 mm) less the side margins, in CSS pixels (96 per inch).
 MARGIN = {"top": "16mm", "bottom": "18mm", "left": "16mm", "right": "16mm"}
 COLUMN_PX = round((210 - 2 * 16) / 25.4 * 96)
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 INSTALL_HINT = "apt-get install -y chromium"
-
-
-def chromium_path() -> str | None:
-    """Debian's Chromium (Playwright drives it; it cannot download a browser here)."""
-    return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def start_page(singlehtml: Path) -> str:

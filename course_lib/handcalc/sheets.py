@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from . import engine as hc
-from .worksheet import Line, _op, fmt, worksheet_html
+from .worksheet import Line, _op, dot_str, fmt, worksheet_html
 
 INTRO = ("Setting: A=[1,0], B=[0,1], C=[1,1], D=[0,0]; W_Q = W_K = W_V = 0.1·I; "
          "W_O = [[0.1, 0, 0, 0], [0, 0, 0.1, 0]] (2×4); input [A, B], target C, learning rate 0.1; "
@@ -21,7 +21,8 @@ INTRO = ("Setting: A=[1,0], B=[0,1], C=[1,1], D=[0,0]; W_Q = W_K = W_V = 0.1·I;
 
 
 def _dot(a, b, sig: int = 4) -> str:
-    return " + ".join(f"{_op(x, sig)}×{_op(y, sig)}" for x, y in zip(a, b)) + " = {}"
+    """A dot product written out, its result left as the worksheet's blank."""
+    return dot_str(a, b, sig, result=False) + " = {}"
 
 
 def ex1() -> list[Line]:
