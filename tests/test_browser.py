@@ -549,7 +549,22 @@ def test_heavy_scripts_only_where_needed(site_dir):
     assert not problems, "\n".join(problems)
 
 
-REPRS = ("np.float64(", "tensor(", "[['")
+#: What a print of a number, tensor or array leaves behind instead of the number.
+REPRS = ("np.float64(", "tensor(", "[['", "torch.Size(", "array(", "dtype=", "device=", "grad_fn=",
+         "Parameter containing", "object at 0x")
+FLOAT_NOISE = re.compile(r"\d\.\d*(?:0{7,}|9{7,})\d")  # 0.30000000000000004
+
+
+def sloppy(text: str) -> bool:
+    """A Python/NumPy/torch repr or float noise in text a reader sees."""
+    return any(r in text for r in REPRS) or FLOAT_NOISE.search(text) is not None
+
+
+def test_the_sloppy_patterns_catch_what_they_should():
+    assert sloppy("causal -> torch.Size([2, 4, 5, 5])") and sloppy("x = 0.30000000000000004")
+    assert sloppy("array([0.1, 0.2])") and sloppy("tensor([1.], device='cuda:0')")
+    assert sloppy("{'A': np.float64(0.2506)}") and sloppy("K = [['0.1', '0.0']]")
+    assert not sloppy("causal -> (2, 4, 5, 5)") and not sloppy("loss 1.38378, lr 1.00e-05")
 
 
 def _output_text(html: str) -> list[str]:
@@ -568,17 +583,18 @@ def _output_text(html: str) -> list[str]:
 def _repr_offenders(site_dir: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for path, html in _pages_html(site_dir).items():
-        hits = [t[:80] for t in _output_text(html) if any(r in t for r in REPRS)]
+        hits = [t[:80] for t in _output_text(html) if sloppy(t)]
         if hits:
             found[path] = hits
     return found
 
 
 def test_no_python_reprs_in_outputs(site_dir):
-    """Outputs and prose show numbers, not Python or NumPy reprs (``np.float64(0.25)``,
-    ``tensor(...)``, ``[['0.1', ...``), on every page."""
+    """Outputs and prose show numbers, not Python, NumPy or torch reprs (``np.float64(0.25)``,
+    ``tensor(...)``, ``[['0.1', ...``, ``torch.Size([2, 4])``, an object's address) or float
+    noise (``0.30000000000000004``), on every page. (Code, inline or in cells, is code.)"""
     found = _repr_offenders(site_dir)
-    assert not found, "Python reprs shown to readers:\n" + "\n".join(
+    assert not found, "reprs or float noise shown to readers:\n" + "\n".join(
         f"{p}: {h[:3]}" for p, h in found.items())
 
 
