@@ -13,6 +13,14 @@ products' rate inside the step against the same products timed alone
 machine's fp32 matmul peak, and its ceiling: the products' own rate inside the step, the MFU
 if everything else (attention included) took no time. It changes nothing in course_lib: the table says what a faster step
 could come from.
+
+Known cost inside "attention" (measured 2026-11-23, torch 2.13.0 CPU wheel): the flash kernel's
+``parallel_for`` calls MKL's sgemm on each thread, and MKL opens a nested one-thread OpenMP team
+per call; libgomp ends each team with a ``futex_wake`` system call (about 3,560 per attention
+forward and backward at the chapter shape). Preloading Intel's OpenMP runtime
+(``LD_PRELOAD=libiomp5.so``) removes them: the op ran x1.55 faster with bit-identical results,
+the whole long run x1.045. Not adopted (it needs the preload before Python starts); see the
+session-6 closing note.
 """
 from __future__ import annotations
 

@@ -97,7 +97,10 @@ def resolve_precision(name: str, device: torch.device) -> str:
 
     ``auto``: bf16 autocast on CUDA GPUs that support bfloat16 (Ampere and later), fp16 with
     a gradient scaler on those that do not (T4, V100), fp32 elsewhere (CPU, MPS). bf16 and
-    fp16 can be asked for on the CPU too (slower there than fp32 on most CPUs)."""
+    fp16 can be asked for on the CPU too. Whether bf16 pays there depends on the CPU and the
+    shape: on the course's 2-core AVX512-BF16 machine it measured x0.9 of fp32's tokens/s at
+    the chapter shape and x1.2-1.4 at the long one (the products are larger there), with a
+    different loss curve; fp32 stays the CPU default so the chapters' numbers do not move."""
     if name not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}; got {name!r}.")
     cuda = device.type == "cuda"
