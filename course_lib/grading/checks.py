@@ -1,23 +1,28 @@
-"""Trusted check helpers for the exercise notebooks.
+"""Check helpers for the exercise notebooks: what a check cell calls.
 
-Every check prints exactly one verdict line and returns None (so a check cell shows nothing
-else)::
+Every check names itself, takes the student's code as a zero-argument callable (``lambda:
+attention(q, k, v)``), a reference or a predicate, and a hint::
 
     [PASS] attention: output matches F.scaled_dot_product_attention
     [FAIL] attention: output matches F.scaled_dot_product_attention: values differ beyond the tolerance. Hint: divide the scores by sqrt(d_k) before the softmax.
 
-The student's code is always passed as a zero-argument callable (``lambda: attention(q, k, v)``)
-so that the helper can run it with its prints, warnings and exceptions captured: nothing the
-student's function prints can appear in (or fake) the check cell's output. The reference is
-computed by the check cell itself, on fresh inputs from :func:`randn` (a private seeded
-generator), usually with PyTorch's own function. Verdict lines never contain raw floats,
-tensors or memory addresses, so they are identical across runs and thread counts.
+The same check cell runs in three places, and the module's *mode* says which:
 
-The line format lives in ``verdict`` (the grader parses it with the same module). While the
-student's callable runs, the functions the exercise forbids (``guard.forbid_calls``, set by the
-grader from the exercise's ``forbid`` metadata) are refused: calling one fails the check. The
-grader (``course_lib.grading.grade``) reads these lines; the exercise format is documented in
-``exercises/README.md``.
+- ``live`` (a notebook in Jupyter or Colab): call the student's code, compare, print the verdict;
+- ``student`` (grading, in the sandboxed student process): call the student's code with its
+  output, warnings and exceptions captured and the exercise's forbidden functions refused
+  (``guard``), and record the outcome as *plain data* (``wire``); print and judge nothing;
+- ``checker`` (grading, in the trusted checker process, which never runs student code): never
+  call the student's callable; take the outcome the student process recorded for this check,
+  rebuild it from plain data, and judge it against the reference or predicate computed here;
+- ``skip``: do nothing (an earlier exercise's check cell, run for the names it defines).
+
+So whatever the student's code does in its own process (patch these helpers, torch or builtins,
+print fake verdicts), it can only change the values it hands over, never how they are judged.
+References are computed by the check cell itself, on inputs from :func:`randn` (a private
+seeded generator), usually with PyTorch's own function. Verdict lines never contain raw floats,
+tensors or memory addresses, so they are identical across runs and thread counts. The line
+format lives in ``verdict``; the grading processes are ``student`` and ``checker``.
 """
 from __future__ import annotations
 
@@ -30,13 +35,59 @@ from typing import Any, Callable
 
 import torch
 
-from . import guard
+from . import guard, wire
 from .verdict import format_verdict
 
 __all__ = ["check_close", "check_equal", "check_true", "check_raises", "randn", "randint"]
 CHECK_FUNCS = ("check_close", "check_equal", "check_true", "check_raises")  # the calls a check cell makes
+MODES = ("live", "student", "checker", "skip")
 
 _MAX_CAPTURE = 20_000  # characters of student output kept while a check runs (the rest is dropped)
+_MAX_REASON = 300  # characters of a failure reason that came from the student's process
+
+
+class _State:
+    """Where this process is (``mode``), which check cell runs and how many checks it has made,
+    and the grading's records: the student's outcomes (``student`` mode, in call order), the
+    outcomes handed to the checker by (cell, index), and the checker's verdicts."""
+
+    def __init__(self) -> None:
+        self.mode = "live"
+        self.cell: str | None = None
+        self.index = 0
+        self.results: list[dict] = []
+        self.outcomes: dict[tuple[str | None, int], dict] = {}
+        self.verdicts: list[dict] = []
+
+
+_state = _State()
+
+
+def set_mode(mode: str) -> None:
+    """Switch this process's mode (the grading processes do; a notebook stays ``live``)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    _state.mode = mode
+
+
+def begin_cell(cell_id: str | None, outcomes: list[dict] | None = None) -> None:
+    """Before a check cell runs in a grading process: its id, and (checker) the student's
+    outcomes for it, in the order its checks ran there."""
+    _state.cell, _state.index = cell_id, 0
+    if outcomes is not None:
+        _state.outcomes = {(cell_id, i): o for i, o in enumerate(outcomes)}
+
+
+def take_results() -> list[dict]:
+    """The student process's recorded outcomes so far (and forget them)."""
+    out, _state.results = _state.results, []
+    return out
+
+
+def take_verdicts() -> list[dict]:
+    """The checker's verdicts so far (and forget them)."""
+    out, _state.verdicts = _state.verdicts, []
+    return out
 
 
 class _CappedWriter(io.TextIOBase):
@@ -58,10 +109,12 @@ class _CappedWriter(io.TextIOBase):
 
 
 class _Outcome:
-    __slots__ = ("value", "error")
+    """What calling the student's code gave: a value, or an error (why it is a fail), and for
+    ``check_raises`` the names of the raised exception's classes (None: nothing raised)."""
+    __slots__ = ("value", "error", "raised")
 
-    def __init__(self, value: Any = None, error: str | None = None) -> None:
-        self.value, self.error = value, error
+    def __init__(self, value: Any = None, error: str | None = None, raised: list[str] | None = None) -> None:
+        self.value, self.error, self.raised = value, error, raised
 
 
 def _forbidden_reason(hits: list[str]) -> str:
@@ -69,21 +122,28 @@ def _forbidden_reason(hits: list[str]) -> str:
             "(it may not be called by any route)")
 
 
-def _run_student(student: Callable[[], Any]) -> _Outcome:
+def _clean(msg: str) -> str:
+    """One short line without memory addresses (verdicts are identical across runs)."""
+    msg = msg.strip().splitlines()[0] if msg.strip() else ""
+    msg = re.sub(r"0x[0-9a-fA-F]{4,}", "0x...", msg)
+    return msg[:157] + "..." if len(msg) > 160 else msg
+
+
+def _run_student(student: Callable[[], Any], expect_raise: bool = False) -> _Outcome:
     """Call the student's code with stdout/stderr/warnings captured, the exercise's forbidden
-    functions refused, and exceptions turned into a readable reason. KeyboardInterrupt (the
-    grader's time limit) is not caught."""
+    functions refused, and exceptions turned into a readable reason (``expect_raise``: an
+    exception is the result, recorded by its class names). KeyboardInterrupt is not caught."""
     if not callable(student):
         raise ValueError(
             "check helpers take the student's code as a zero-argument callable, e.g. "
             "check_close(name, lambda: attention(q, k, v), reference, hint=...)."
         )
     hits: list[str] = []
-    out = _call_captured(student, hits)
+    out = _call_captured(student, hits, expect_raise)
     return _Outcome(error=_forbidden_reason(hits)) if hits else out
 
 
-def _call_captured(student: Callable[[], Any], hits: list[str]) -> _Outcome:
+def _call_captured(student: Callable[[], Any], hits: list[str], expect_raise: bool) -> _Outcome:
     sink = _CappedWriter()
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
@@ -96,23 +156,94 @@ def _call_captured(student: Callable[[], Any], hits: list[str]) -> _Outcome:
     except NotImplementedError:
         return _Outcome(error="not implemented yet (the TODO stub still raises NotImplementedError)")
     except SystemExit:
-        return _Outcome(error="your code called sys.exit() (or exit()); return a value instead")
+        return _Outcome(error="your code called sys.exit() (or exit()); "
+                              + ("raise the exception instead" if expect_raise else "return a value instead"))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # any student error becomes a FAIL line, never a crash
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        msg = re.sub(r"0x[0-9a-fA-F]{4,}", "0x...", msg)  # no memory addresses in a verdict
-        if len(msg) > 160:
-            msg = msg[:157] + "..."
+        if expect_raise:
+            return _Outcome(raised=[c.__name__ for c in type(exc).__mro__])
+        msg = _clean(str(exc))
         return _Outcome(error=f"raised {type(exc).__name__}" + (f": {msg}" if msg else ""))
 
 
 def _verdict(name: str, ok: bool, reason: str, hint: str) -> None:
+    if _state.mode == "checker":
+        _state.verdicts.append({"cell": _state.cell, "name": name, "passed": ok, "reason": reason, "hint": hint})
+    else:
+        print(format_verdict(name, ok, reason, hint))
+
+
+def _check_args(name: Any, hint: Any) -> None:
     if not isinstance(name, str) or not name or "\n" in name:
         raise ValueError("a check needs a one-line, non-empty name (it is the verdict text).")
     if not isinstance(hint, str) or not hint.strip():
         raise ValueError(f"check {name!r} needs a hint: what a student should try when it fails.")
-    print(format_verdict(name, ok, reason, hint))
+
+
+def _record(name: str, out: _Outcome) -> None:
+    """Student mode: the outcome as plain data (a value that cannot cross becomes an error)."""
+    rec: dict[str, Any] = {"cell": _state.cell, "index": _state.index, "name": name, "error": out.error}
+    if out.error is None:
+        if out.raised is not None:
+            rec["raised"] = [str(n) for n in out.raised][:64]
+        else:
+            try:
+                rec["value"] = wire.encode(out.value)
+            except wire.Unsendable as exc:
+                rec["error"] = (f"returned {exc}, which the grader cannot compare: return tensors, numbers, "
+                                "strings, or lists, tuples and dicts of them")
+            except Exception as exc:  # a value whose conversion raises (the student's own class)
+                rec["error"] = f"the returned value could not be read ({type(exc).__name__})"
+    _state.results.append(rec)
+
+
+def _received(name: str, expect_raise: bool) -> _Outcome:
+    """Checker mode: the student's outcome for this check, rebuilt from plain data."""
+    rec = _state.outcomes.get((_state.cell, _state.index))
+    if not isinstance(rec, dict) or rec.get("name") != name:
+        return _Outcome(error="this check did not run in your process (an earlier error, a crash or the time "
+                              "limit stopped it)")
+    err = rec.get("error")
+    if err is not None:
+        text = str(err) if isinstance(err, str) else "a malformed error"
+        text = "".join(ch if ch.isprintable() else " " for ch in text)[:_MAX_REASON]
+        return _Outcome(error=text or "failed")
+    if expect_raise:
+        raised = rec.get("raised")
+        if raised is None:
+            return _Outcome(raised=None)
+        if not isinstance(raised, list) or not all(isinstance(n, str) for n in raised) or not raised:
+            return _Outcome(error="a malformed result came back from your process")
+        return _Outcome(raised=[n[:80] for n in raised[:64]])
+    if "value" not in rec:
+        return _Outcome(error="no value came back from your process")
+    try:
+        return _Outcome(value=wire.decode(rec["value"]))
+    except wire.WireError as exc:
+        return _Outcome(error=f"the value that came back could not be read ({exc})")
+
+
+def _check(name: str, hint: str, student: Callable[[], Any], judge: Callable[[_Outcome], str | None],
+           expect_raise: bool = False) -> None:
+    """One check in the current mode: get the outcome (call, record or receive), judge it."""
+    _check_args(name, hint)
+    mode = _state.mode
+    try:
+        if mode == "skip":
+            return
+        if mode == "student":
+            _record(name, _run_student(student, expect_raise))
+            return
+        out = _received(name, expect_raise) if mode == "checker" else _run_student(student, expect_raise)
+        reason = judge(out)
+        _verdict(name, reason is None, reason or "", hint)
+    finally:
+        _state.index += 1
+
+
+def _value_judge(compare: Callable[[Any], str | None]) -> Callable[[_Outcome], str | None]:
+    return lambda out: out.error if out.error else compare(out.value)
 
 
 def _shape(x: Any) -> str:
@@ -158,30 +289,27 @@ def check_close(name: str, student: Callable[[], Any], reference: Any, *, hint: 
                 atol: float = 1e-5, rtol: float = 1e-4) -> None:
     """PASS if ``student()`` returns a tensor (or tuple of tensors) with the reference's shapes
     and values within ``atol + rtol * |reference|`` (compared in float64)."""
-    out = _run_student(student)
-    reason = out.error if out.error else _compare(out.value, reference, atol, rtol)
-    _verdict(name, reason is None, reason or "", hint)
+    _check(name, hint, student, _value_judge(lambda got: _compare(got, reference, atol, rtol)))
+
+
+def _equal(got: Any, expected: Any) -> str | None:
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return f"returned {type(got).__name__}, expected a tensor of shape {_shape(expected)}"
+        if tuple(got.shape) != tuple(expected.shape):
+            return f"shape {_shape(got)}, expected {_shape(expected)}"
+        if got.dtype != expected.dtype:
+            return f"dtype {got.dtype}, expected {expected.dtype}"
+        if not torch.equal(got, expected):
+            return "some entries differ from the expected values"
+        return None
+    return _exact(got, expected)
 
 
 def check_equal(name: str, student: Callable[[], Any], expected: Any, *, hint: str) -> None:
     """PASS if ``student()`` equals ``expected`` exactly (ints, bools, tuples, shapes; tensors
     must match in shape, dtype and every value)."""
-    out = _run_student(student)
-    reason = out.error
-    if reason is None:
-        got = out.value
-        if isinstance(expected, torch.Tensor):
-            if not isinstance(got, torch.Tensor):
-                reason = f"returned {type(got).__name__}, expected a tensor of shape {_shape(expected)}"
-            elif tuple(got.shape) != tuple(expected.shape):
-                reason = f"shape {_shape(got)}, expected {_shape(expected)}"
-            elif got.dtype != expected.dtype:
-                reason = f"dtype {got.dtype}, expected {expected.dtype}"
-            elif not torch.equal(got, expected):
-                reason = "some entries differ from the expected values"
-        else:
-            reason = _exact(got, expected)
-    _verdict(name, reason is None, reason or "", hint)
+    _check(name, hint, student, _value_judge(lambda got: _equal(got, expected)))
 
 
 def _exact(got: Any, expected: Any) -> str | None:
@@ -201,57 +329,42 @@ def _exact(got: Any, expected: Any) -> str | None:
     return None if ok else f"returned a wrong value (a {type(got).__name__})"
 
 
+def _predicate_reason(predicate: Callable[[Any], Any], value: Any, why: str) -> str | None:
+    try:
+        res = predicate(value)
+    except KeyboardInterrupt:
+        raise
+    except NotImplementedError:
+        return "not implemented yet (the TODO stub still raises NotImplementedError)"
+    except Exception as exc:
+        return f"the result could not be checked ({type(exc).__name__}); check its type and shape"
+    if isinstance(res, str):
+        return res or None
+    if isinstance(res, torch.Tensor):
+        return None if res.numel() == 1 and bool(res) else why
+    return None if res else why
+
+
 def check_true(name: str, student: Callable[[], Any], predicate: Callable[[Any], Any], *,
                hint: str, why: str = "the required property does not hold") -> None:
     """PASS if ``predicate(student())`` is truthy. The predicate may also return a string: the
     reason for failing (an empty string means pass). A predicate that raises counts as a fail
-    (the student's result had the wrong type or shape)."""
-    out = _run_student(student)
-    reason = out.error
-    if reason is None:
-        try:
-            res = predicate(out.value)
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:
-            res = f"the result could not be checked ({type(exc).__name__}); check its type and shape"
-        if isinstance(res, str):
-            reason = res or None
-        elif isinstance(res, torch.Tensor):
-            reason = None if res.numel() == 1 and bool(res) else why
-        else:
-            reason = None if res else why
-    _verdict(name, reason is None, reason or "", hint)
+    (the student's result had the wrong type or shape). When grading, the predicate runs in
+    the checker on the plain data the student's code returned."""
+    _check(name, hint, student, _value_judge(lambda got: _predicate_reason(predicate, got, why)))
 
 
 def check_raises(name: str, student: Callable[[], Any], exception: type[BaseException] = ValueError,
                  *, hint: str) -> None:
     """PASS if ``student()`` raises ``exception`` (bad input must be rejected clearly)."""
-    sink = _CappedWriter()
-    reason: str | None
-    hits: list[str] = []
-    try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-                warnings.catch_warnings(), guard.watching() as seen:
-            warnings.simplefilter("ignore")
-            try:
-                student()
-            finally:
-                hits.extend(seen)
-        reason = f"no exception was raised, expected {exception.__name__}"
-    except NotImplementedError:
-        reason = "not implemented yet (the TODO stub still raises NotImplementedError)"
-    except KeyboardInterrupt:
-        raise
-    except SystemExit:
-        reason = "your code called sys.exit() (or exit()); raise the exception instead"
-    except exception:
-        reason = None
-    except BaseException as exc:
-        reason = f"raised {type(exc).__name__}, expected {exception.__name__}"
-    if hits:
-        reason = _forbidden_reason(hits)
-    _verdict(name, reason is None, reason or "", hint)
+    def judge(out: _Outcome) -> str | None:
+        if out.error:
+            return out.error
+        if out.raised is None:
+            return f"no exception was raised, expected {exception.__name__}"
+        return None if exception.__name__ in out.raised else f"raised {out.raised[0]}, expected {exception.__name__}"
+
+    _check(name, hint, student, judge, expect_raise=True)
 
 
 def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

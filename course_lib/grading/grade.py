@@ -41,7 +41,7 @@ from . import sandbox as sandboxing
 from .lint import lint_answer, trusted_bindings
 from .notebooks import GraderError, Unreadable, extract_answers, find_solution, find_solutions_dir, read_notebook
 from .report import ExerciseResult, build_report, exercise_result, format_report, write_gradebook
-from .runner import ExerciseRun, RunOutcome, run_passes
+from .runner import ExerciseRun, RunOutcome, run_exercises
 from .spec import NotebookSpec, load_spec, meta, role, stub_answer
 
 __all__ = ["grade", "grade_batch", "lint_answer", "extract_answers", "Unreadable", "GraderError", "main",
@@ -117,11 +117,12 @@ def splice(job: Job) -> Plan:
 
 def run(job: Job, plan: Plan, time_limit: float, memory_mb: int, threads: int | None,
         sandbox: sandboxing.Sandbox | None, keep: Path | None = None) -> RunOutcome:
-    """Stage 3: the passes under nbval in a fresh temporary folder (copied to ``keep``)."""
+    """Stage 3: the student's process and the checker (``runner``), in a fresh temporary
+    folder (copied to ``keep``)."""
     tmp = Path(tempfile.mkdtemp(prefix="course-grade-"))
     try:
-        return run_passes(job.sol, job.spec, plan.answers, plan.stubs, plan.rejected, time_limit, memory_mb,
-                          threads, sandbox, tmp)
+        return run_exercises(job.sol, job.spec, plan.answers, plan.stubs, plan.rejected, time_limit, memory_mb,
+                             threads, sandbox, tmp)
     finally:
         if keep:
             shutil.copytree(tmp, keep, dirs_exist_ok=True)
@@ -135,7 +136,7 @@ def collect(job: Job, plan: Plan, outcome: RunOutcome, time_limit: float, memory
         if r.status == "rejected":
             r.fail_all(ex, "rejected")
         else:
-            exercise_result(r, ex, outcome.exercises.get(ex.name, ExerciseRun("crashed", stuck=True)),
+            exercise_result(r, ex, outcome.exercises.get(ex.name, ExerciseRun("crashed", why="not run")),
                             time_limit, memory_mb)
     return plan.results
 

@@ -16,12 +16,14 @@ import os
 import platform
 import struct
 
-__all__ = ["no_new_processes", "supported"]
+__all__ = ["no_new_processes", "confine", "supported"]
 
 # syscall numbers and audit architectures: linux/audit.h, asm/unistd_64.h, asm-generic/unistd.h
 _ARCH = {
-    "x86_64": {"audit": 0xC000003E, "seccomp": 317, "deny": (57, 58), "clone": 56, "clone3": 435},
-    "aarch64": {"audit": 0xC00000B7, "seccomp": 277, "deny": (), "clone": 220, "clone3": 435},
+    "x86_64": {"audit": 0xC000003E, "seccomp": 317, "deny": (57, 58), "clone": 56, "clone3": 435,
+               "others": (101, 200, 310, 311), "signal": (62, 234)},  # ptrace, tkill, process_vm_*; kill, tgkill
+    "aarch64": {"audit": 0xC00000B7, "seccomp": 277, "deny": (), "clone": 220, "clone3": 435,
+                "others": (117, 130, 270, 271), "signal": (129, 131)},
 }
 _CLONE_THREAD = 0x00010000
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -33,8 +35,10 @@ def supported() -> bool:
     return os.name == "posix" and platform.system() == "Linux" and platform.machine() in _ARCH
 
 
-def _program(arch: dict) -> bytes:
-    """The BPF program: offsets into struct seccomp_data are nr 0, arch 4, args[0] 16."""
+def _program(arch: dict, own_pid: int | None = None) -> bytes:
+    """The BPF program: offsets into struct seccomp_data are nr 0, arch 4, args[0] 16. With
+    ``own_pid``, also no tracing of other processes and no signals to them (``kill`` and
+    ``tgkill`` only to itself, no ``tkill``)."""
     ins: list[tuple[int, int, int, int]] = []
 
     def op(code, k, jt=0, jf=0):
@@ -55,6 +59,16 @@ def _program(arch: dict) -> bytes:
     op(_JSET_K, _CLONE_THREAD, 0, 1)
     op(_RET_K, allow)  # a thread
     op(_RET_K, deny)  # a process (fork through clone, posix_spawn)
+    if own_pid is not None:
+        for nr in arch["others"]:
+            op(_JEQ_K, nr, 0, 1)
+            op(_RET_K, deny)
+        for nr in arch["signal"]:  # the target process is args[0]: allowed only when it is this one
+            op(_JEQ_K, nr, 0, 4)
+            op(_LD_W_ABS, 16)
+            op(_JEQ_K, own_pid & 0xFFFFFFFF, 0, 1)
+            op(_RET_K, allow)
+            op(_RET_K, deny)
     op(_RET_K, allow)  # clone3 fell through above; everything else
     return b"".join(struct.pack("HBBI", *i) for i in ins)
 
@@ -62,10 +76,21 @@ def _program(arch: dict) -> bytes:
 def no_new_processes() -> bool:
     """Install the filter on every thread of this process; False where unsupported (macOS,
     Windows, another architecture), True once installed."""
+    return _install(None)
+
+
+def confine() -> bool:
+    """``no_new_processes`` and, in the same filter, no ``ptrace``/``process_vm_*`` and no
+    signals to any other process (a grading child cannot stop or inspect the zygote that
+    forked it, nor its siblings)."""
+    return _install(os.getpid())
+
+
+def _install(own_pid: int | None) -> bool:
     if not supported():
         return False
     arch = _ARCH[platform.machine()]
-    prog = _program(arch)
+    prog = _program(arch, own_pid)
     libc = ctypes.CDLL(None, use_errno=True)
     buf = ctypes.create_string_buffer(prog, len(prog))
 

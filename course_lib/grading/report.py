@@ -8,7 +8,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .verdict import read_verdict
 
 __all__ = ["ExerciseResult", "check_results", "exercise_result", "build_report", "format_report",
            "write_gradebook"]
@@ -32,24 +31,22 @@ class ExerciseResult:
         self.checks = [{"name": c.name, "passed": False, "hint": c.hint, "detail": detail} for c in ex.checks]
 
 
-def check_results(ex, recs_by_id: dict[str, dict]) -> list[dict]:
-    """One entry per check of exercise ``ex``: passed, and otherwise why, from the verdict
-    line its check cell printed (``verdict.read_verdict``) or from what happened to the cell."""
+def check_results(ex, verdicts: list[dict], checker_errors: list[str] = ()) -> list[dict]:
+    """One entry per check of exercise ``ex``: passed, and otherwise why, from the checker's
+    verdicts (a check made several times, e.g. in a loop, passes only if every time passed)."""
     results = []
     for c in ex.checks:
-        rec = recs_by_id.get(c.cell_id)
-        v = read_verdict(rec["stdout"], c.name) if rec else None
-        passed = v is not None and v.passed
+        mine = [v for v in verdicts if v.get("cell") == c.cell_id and v.get("name") == c.name]
+        passed = bool(mine) and all(v["passed"] for v in mine)
         detail = ""
         if not passed:
-            if v is not None:
-                detail = v.reason
-            elif rec is None:
-                detail = "the check did not run"
-            elif rec["failed"]:
-                detail = "the check cell did not finish: " + (rec["errors"][0] if rec["errors"] else rec["message"])
+            failed = next((v for v in mine if not v["passed"]), None)
+            if failed is not None:
+                detail = failed["reason"]
+            elif checker_errors:
+                detail = "the check could not be judged: " + checker_errors[0]
             else:
-                detail = "no verdict was printed"
+                detail = "the check did not run"
         results.append({"name": c.name, "passed": passed, "hint": c.hint, "detail": detail})
     return results
 
@@ -59,22 +56,19 @@ def exercise_result(result: ExerciseResult, ex, run, time_limit: float, memory_m
     if run.status == "timed out":
         result.status = "timed out"
         result.messages.append(
-            f"timed out after {time_limit:g} s (time limit per exercise); look for an infinite loop"
-            if run.stuck else
-            f"timed out after {time_limit:g} s (time limit per exercise); "
-            "look for an infinite loop or a very slow computation")
+            f"timed out after {time_limit:g} s (one time limit per exercise, for its answer cells and its "
+            "checks together); look for an infinite loop or a very slow computation")
         result.fail_all(ex, "timed out")
     elif run.status == "crashed":
         result.status = "crashed"
         result.messages.append(
-            "the kernel crashed while running this exercise (os._exit, a segfault, or more memory "
-            f"than the {memory_mb} MB limit); the other exercises were graded in a fresh kernel")
+            "your code ended the process while this exercise ran (os._exit, a crash such as a segfault, or "
+            f"more memory than the {memory_mb} MB limit); the other exercises were graded in fresh processes")
         result.fail_all(ex, "crashed")
     else:
-        for rec in run.records.values():
-            if rec.get("role") == "answer" and rec["errors"]:
-                result.messages.append(f"your answer cell raised {rec['errors'][0]}")
-        result.checks = check_results(ex, run.records)
+        for err in run.errors:
+            result.messages.append(f"your answer cell raised {err}")
+        result.checks = check_results(ex, run.verdicts, run.checker_errors)
     return result
 
 

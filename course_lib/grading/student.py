@@ -1,0 +1,328 @@
+"""The student's process of a grading: a zygote, and one fresh child per exercise (stdlib and
+torch; it runs inside the bubblewrap sandbox, see ``sandbox``).
+
+    python -m course_lib.grading.student IN_FD OUT_FD
+
+The zygote reads the plan (``runner.student_plan``) from ``IN_FD``, imports torch and runs the
+notebook's trusted setup cells once, on one thread (so that OpenMP is not started: a process
+that forks after OpenMP has started its threads deadlocks in the child). Then, for each
+exercise, it forks a child that
+
+1. closes every descriptor but the pipe to the zygote (its answers go nowhere else), sets its
+   resource limits and installs the seccomp filter (``lockdown``: no new processes, no signals
+   or tracing of other processes);
+2. runs the notebook up to that exercise: the setup cells' bindings restored, the earlier
+   exercises' answers (their stubs where they crashed or ran out of time in their own child),
+   the earlier check cells in ``skip`` mode (for the names they define);
+3. says it has started the exercise (its time budget starts then), runs the exercise's answer
+   cells, then its check cells in ``student`` mode with the exercise's forbidden functions
+   refused: each check calls the student's code and records the outcome as plain data;
+4. sends the outcomes as one message and exits.
+
+The zygote watches each child: past the prelude's allowance or the exercise's budget (one
+wall-clock budget for the answer and check cells together) it kills it ("timed out"); a child
+that dies without sending its outcomes "crashed". Nothing the child does reaches the next
+exercise: the next child is forked from the zygote, which never runs student code. The zygote
+sends one message per exercise to ``OUT_FD``; the grader (``runner``) reads them as untrusted
+data and hands them to the checker (``checker``), which alone judges them.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import os
+import resource
+import select
+import signal
+import sys
+import time
+
+__all__ = ["main", "FrameBuffer"]
+
+_PRELUDE_SLACK = 30.0  # seconds for a child to rerun the earlier exercises, on top of what they took
+_RESULT_BYTES = 64 * 1024 * 1024
+
+
+class FrameBuffer:
+    """Reads length-prefixed JSON frames from a non-blocking descriptor without ever blocking
+    (a child may write half a frame and stall)."""
+
+    def __init__(self, fd: int, limit: int = _RESULT_BYTES) -> None:
+        import json
+        import struct
+
+        self.fd, self.limit, self.buf, self.eof = fd, limit, bytearray(), False
+        self._json, self._head = json, struct.Struct("!Q")
+        os.set_blocking(fd, False)
+
+    def pump(self) -> None:
+        """Read what is there (sets ``eof`` at end of file)."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self.eof = True
+                return
+            self.buf += chunk
+            if len(self.buf) > self.limit + self._head.size:
+                raise ValueError("a message over the size limit")
+
+    def frames(self) -> list:
+        """The complete frames received so far (parsed JSON); ValueError for a bad one."""
+        out = []
+        while len(self.buf) >= self._head.size:
+            (n,) = self._head.unpack(self.buf[: self._head.size])
+            if n > self.limit:
+                raise ValueError("a message over the size limit")
+            if len(self.buf) < self._head.size + n:
+                break
+            raw = bytes(self.buf[self._head.size: self._head.size + n])
+            del self.buf[: self._head.size + n]
+            out.append(self._json.loads(raw))
+        return out
+
+
+def _bound_names(source: str) -> set[str]:
+    """Names a trusted cell binds at top level (to restore its bindings in each child)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        for sub in ast.walk(node) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) else [node]:
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                names.add(sub.id)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name.split(".")[0]) for a in node.names)
+        elif isinstance(node, (ast.For, ast.With, ast.If, ast.Try)):
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def _error_line(exc: BaseException) -> str:
+    from .checks import _clean
+
+    msg = _clean(str(exc))
+    return f"{type(exc).__name__}" + (f": {msg}" if msg else "")
+
+
+def _run(source: str, name: str, ns: dict) -> None:
+    exec(compile(source, name, "exec"), ns)  # noqa: S102 - this process exists to run notebook code
+
+
+class Zygote:
+    def __init__(self, plan: dict, out_fd: int) -> None:
+        self.plan, self.out_fd = plan, out_fd
+        self.cells: list[dict] = plan["cells"]
+        self.exercises: dict[str, dict] = {e["name"]: e for e in plan["exercises"]}
+        self.order = [e["name"] for e in plan["exercises"]]
+        self.stubbed: set[str] = set(plan.get("stubbed", []))
+        self.spent: dict[str, float] = {}
+        self.saved: dict[str, dict] = {}
+        self.ns: dict = {"__name__": "__main__", "__builtins__": builtins}
+
+    def send(self, obj) -> None:
+        from .wire import write_frame
+
+        write_frame(self.out_fd, obj)
+
+    # ---------------------------------------------------------------- setup (trusted, once)
+    def setup(self) -> None:
+        import torch
+
+        from . import checks
+
+        torch.set_num_threads(1)  # no OpenMP threads before fork (see the module docstring)
+        checks.set_mode("skip")
+        t0 = time.monotonic()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        saved_out = os.dup(1), os.dup(2)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        try:
+            for cell in self.cells:
+                if cell["role"] == "setup":
+                    _run(cell["source"], f"<setup {cell['id']}>", self.ns)
+                    self.saved[cell["id"]] = {n: self.ns[n] for n in _bound_names(cell["source"]) if n in self.ns}
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved_out[0], 1)
+            os.dup2(saved_out[1], 2)
+        self.send({"ready": True, "seconds": round(time.monotonic() - t0, 3)})
+
+    # ---------------------------------------------------------------- one exercise
+    def run_all(self) -> None:
+        for name in self.plan["todo"]:
+            self.send({"start": name})
+            msg = self.run_one(name)
+            if msg["status"] != "graded":
+                self.stubbed.add(name)
+            self.send(msg)
+        self.send({"done": True})
+
+    def run_one(self, name: str) -> dict:
+        r, w = os.pipe()
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(r)
+            code = 1
+            try:
+                code = _Child(self, name, w).run()
+            finally:
+                os._exit(code)
+        os.close(w)
+        return self.watch(name, pid, r, t0)
+
+    def watch(self, name: str, pid: int, r: int, t0: float) -> dict:
+        """Wait for the child's outcomes within its time allowances; kill it past them."""
+        limit = float(self.plan["time_limit"])
+        earlier = sum(self.spent.get(n, 0.0) for n in self.order[: self.order.index(name)])
+        deadline = t0 + _PRELUDE_SLACK + 2 * earlier
+        started = None
+        reader = FrameBuffer(r)
+        result, status, why = None, None, ""
+        try:
+            while result is None and not reader.eof:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    status = "timed out"
+                    break
+                ready, _, _ = select.select([r], [], [], min(left, 1.0))
+                if not ready:
+                    continue
+                try:
+                    reader.pump()
+                    frames = reader.frames()
+                except ValueError as exc:
+                    status, why = "crashed", str(exc)
+                    break
+                for f in frames:
+                    if isinstance(f, dict) and f.get("started") and started is None:
+                        started = time.monotonic()
+                        deadline = started + limit
+                    elif isinstance(f, dict) and "results" in f:
+                        result = f
+        finally:
+            if result is None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            _, wstatus = os.waitpid(pid, 0)
+            os.close(r)
+        elapsed = time.monotonic() - (started or t0)
+        if result is not None:
+            self.spent[name] = elapsed
+            return {"exercise": name, "status": "graded", "results": result.get("results"),
+                    "errors": result.get("errors"), "seconds": round(elapsed, 3)}
+        if status is None:  # the pipe closed without the outcomes
+            status = "crashed"
+            if os.WIFSIGNALED(wstatus):
+                why = f"killed by signal {os.WTERMSIG(wstatus)}"
+            elif os.WIFEXITED(wstatus):
+                why = f"exited with code {os.WEXITSTATUS(wstatus)}"
+        self.spent[name] = elapsed
+        return {"exercise": name, "status": status, "why": why, "started": started is not None,
+                "seconds": round(elapsed, 3)}
+
+
+class _Child:
+    """One exercise in a fresh child of the zygote (runs the student's code)."""
+
+    def __init__(self, zygote: Zygote, name: str, w: int) -> None:
+        self.z, self.name, self.w = zygote, name, w
+
+    def confine(self) -> None:
+        from . import lockdown
+
+        os.closerange(3, self.w)
+        os.closerange(self.w + 1, 1 << 16)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+        mb = int(self.z.plan.get("memory_mb") or 0)
+        limit = float(self.z.plan["time_limit"])
+        for which, value in (("RLIMIT_AS", mb * 1024 * 1024 if mb else None),
+                             ("RLIMIT_CORE", 0),
+                             ("RLIMIT_FSIZE", int(self.z.plan.get("fsize_mb", 256)) * 1024 * 1024),
+                             ("RLIMIT_CPU", int(4 * limit + 4 * _PRELUDE_SLACK))):
+            if value is not None and hasattr(resource, which):
+                try:
+                    resource.setrlimit(getattr(resource, which), (value, value))
+                except (ValueError, OSError):
+                    pass
+        lockdown.confine()
+
+    def run(self) -> int:
+        import torch
+
+        from . import checks, guard
+        from .wire import write_frame
+
+        self.confine()
+        threads = int(self.z.plan.get("threads") or 0)
+        torch.set_num_threads(threads or (os.cpu_count() or 1))
+        ns, ex = self.z.ns, self.z.exercises[self.name]
+        errors: list[str] = []
+        last_check = max(i for i, c in enumerate(self.z.cells) if c.get("exercise") == self.name)
+        begun: set[str] = set()
+        for i, cell in enumerate(self.z.cells[: last_check + 1]):
+            role, owner = cell["role"], cell.get("exercise")
+            if role == "setup":
+                ns.update(self.z.saved.get(cell["id"], {}))
+            elif role == "answer":
+                if owner in begun:
+                    continue
+                begun.add(owner)
+                mine = owner == self.name
+                if mine:
+                    write_frame(self.w, {"started": True})
+                stubbed = owner in self.z.stubbed and not mine
+                sources = self.z.exercises[owner]["stub"] if stubbed else self.z.exercises[owner]["answers"]
+                for k, src in enumerate(sources):
+                    try:
+                        _run(src, f"<answer {owner} {k + 1}>", ns)
+                    except KeyboardInterrupt:
+                        raise
+                    except BaseException as exc:  # noqa: BLE001 - the student's error is reported, not fatal
+                        if mine:
+                            errors.append(_error_line(exc))
+            elif role == "check":
+                mine = owner == self.name
+                checks.set_mode("student" if mine else "skip")
+                guard.forbid_calls(ex.get("forbid", []) if mine else [])
+                checks.begin_cell(cell["id"])
+                try:
+                    _run(cell["source"], f"<check {cell['id']}>", ns)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException:  # noqa: BLE001 - the checks that did not run fail in the checker
+                    pass
+        guard.forbid_calls([])
+        results = checks.take_results()
+        write_frame(self.w, {"results": results, "errors": errors[:20]})
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .wire import read_frame
+
+    argv = sys.argv[1:] if argv is None else argv
+    in_fd, out_fd = int(argv[0]), int(argv[1])
+    plan = read_frame(in_fd)
+    os.close(in_fd)
+    z = Zygote(plan, out_fd)
+    z.setup()
+    z.run_all()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
