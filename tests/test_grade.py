@@ -400,23 +400,19 @@ def test_stages_load_and_splice_alone(tmp_path):
     assert plan.answers[ATT] == plan.stubs[ATT] and plan.answers[SEQ] == [_answer_source(SEQ)]
 
 
-def test_stages_collect_and_report_from_records():
-    """Collecting verdicts from cell records, without running anything: a crashed exercise, a
-    graded one with a FAIL line, one whose check cell never ran."""
+def test_stages_collect_and_report_from_verdicts():
+    """Collecting results from the checker's verdicts, without running anything: a crashed
+    exercise, a graded one with a FAIL verdict, one whose checks never ran."""
     from course_lib.grading.grade import Plan, collect
     from course_lib.grading.report import ExerciseResult, build_report
     from course_lib.grading.runner import ExerciseRun, RunOutcome
-    from course_lib.grading.verdict import format_verdict
 
     sol = _sol()
     spec = load_spec(sol, STEM)
-    seq, path = spec.exercise(SEQ), spec.exercise(PATH)
-
-    def rec(cid, stdout, role="check"):
-        return {"id": cid, "role": role, "failed": False, "errors": [], "message": "", "stdout": stdout}
-    lines = [format_verdict(c.name, i == 0, "wrong value", c.hint) for i, c in enumerate(seq.checks)]
-    runs = {SEQ: ExerciseRun("graded", {c.cell_id: rec(c.cell_id, "\n".join(lines)) for c in seq.checks}),
-            PATH: ExerciseRun("graded", {}), RNN: ExerciseRun("crashed", stuck=True)}
+    seq = spec.exercise(SEQ)
+    verdicts = [{"cell": c.cell_id, "name": c.name, "passed": i == 0, "reason": "" if i == 0 else "wrong value",
+                 "hint": c.hint} for i, c in enumerate(seq.checks)]
+    runs = {SEQ: ExerciseRun("graded", verdicts), PATH: ExerciseRun("graded", []), RNN: ExerciseRun("crashed")}
     job = type("J", (), {"spec": spec})()
     plan = Plan({}, {}, {ex.name: ExerciseResult(ex.name, ex.points) for ex in spec.exercises}, [])
     res = collect(job, plan, RunOutcome(runs, 2), 30.0, 3072)
@@ -429,11 +425,21 @@ def test_stages_collect_and_report_from_records():
     assert rep["score"] == res[SEQ].points and rep["sandbox"] == "bwrap" and not rep["all_passed"]
 
 
-def test_a_kernel_that_never_started_is_retried():
-    from course_lib.grading.runner import NbvalRun, _kernel_never_started
+def test_the_plans_split_trusted_and_student_code():
+    """The checker is sent only trusted cells (setup and checks) and the names to refuse; the
+    student's process gets the answers, the stubs, the exercises to run and the limits."""
+    from course_lib.grading.runner import checker_plan, student_plan
 
-    died = NbvalRun([], "RuntimeError: Kernel died before replying to kernel_info", False)
-    assert _kernel_never_started(died)
-    ran = NbvalRun([{"id": "setup", "failed": False, "message": ""}], "", False)
-    assert not _kernel_never_started(ran)
-    assert not _kernel_never_started(NbvalRun([], "some other failure", False))
+    sol = _sol()
+    spec = load_spec(sol, STEM)
+    answers = {ex.name: [f"# answer of {ex.name}"] for ex in spec.exercises}
+    stubs = {ex.name: [f"# stub of {ex.name}"] for ex in spec.exercises}
+    cp = checker_plan(sol)
+    assert {c["role"] for c in cp["cells"]} == {"setup", "check"}
+    assert "# answer of" not in str(cp) and "colab-setup" not in [c["id"] for c in cp["cells"]]
+    assert set(cp["student_names"]) >= {SEQ, PATH, RNN, ATT}
+    sp = student_plan(sol, spec, answers, stubs, [SEQ, RNN], {PATH}, 12.0, 2048, 2)
+    assert [e["answers"] for e in sp["exercises"]] == [answers[ex.name] for ex in spec.exercises]
+    assert sp["todo"] == [SEQ, RNN] and sp["stubbed"] == [PATH]
+    assert (sp["time_limit"], sp["memory_mb"], sp["threads"]) == (12.0, 2048, 2)
+    assert [c["source"] for c in sp["cells"] if c["role"] == "answer"] == [""] * len(spec.exercises)
