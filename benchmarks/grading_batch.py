@@ -2,6 +2,7 @@
 
     python benchmarks/grading_batch.py                          # 200 submissions, both modes (about 30 min on 2 cores)
     python benchmarks/grading_batch.py --n 12 --modes sandbox   # a quick smoke run
+    python benchmarks/grading_batch.py --n 40 --modes sandbox --baseline 218c10a  # before/after
 
 Generates ``--n`` submissions of the exercise notebooks 01-08 (by default), a fixed mix: correct
 (the solution), known-wrong answers, untouched stubs, crashing answers (os._exit, an exception,
@@ -100,17 +101,19 @@ def make_class(folder: Path, n: int, stems: list[str], canary: Path) -> Counter:
     return kinds
 
 
-def run_mode(mode: str, folder: Path, out: Path, canary: Path, args) -> dict:
+def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path = ROOT) -> dict:
+    """One ``--batch`` run of the grader in ``tree`` (this checkout, or a baseline's worktree)."""
     canary.write_text("canary\n")
     cmd = [sys.executable, "-m", "course_lib.grading.grade", "--batch", str(folder), "--out", str(out),
            "--time-limit", str(args.time_limit)]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     if args.workers:
         cmd += ["--workers", str(args.workers)]
     if mode == "unsandboxed":
         cmd.append("--unsafe-no-sandbox")
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
     wall = time.monotonic() - t0
     rows = list(csv.DictReader(open(out / "gradebook.csv"))) if (out / "gradebook.csv").exists() else []
     subs = sorted(p.name for p in folder.glob("*.ipynb"))
@@ -140,6 +143,8 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=20.0, help="seconds per exercise")
     ap.add_argument("--workers", type=int, default=None, help="parallel gradings (default: cores)")
     ap.add_argument("--json", metavar="PATH", help="also write the results here")
+    ap.add_argument("--baseline", metavar="REV", help="also grade the same class with the grader of git "
+                    "revision REV (a temporary worktree), sandboxed, first: before/after side by side")
     args = ap.parse_args(argv)
     prefixes = args.stems.split(",")
     stems = sorted(p.stem for p in SOLUTIONS.glob("*.ipynb") if p.stem.split("_")[0] in prefixes)
@@ -151,8 +156,14 @@ def main(argv=None) -> int:
     print(f"{args.n} submissions of {len(stems)} notebooks in {folder}: "
           + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     results = []
-    for mode in args.modes.split(","):
-        res = run_mode(mode, folder, base / f"grades-{mode}", canary, args)
+    runs = [(m, ROOT) for m in args.modes.split(",")]
+    if args.baseline:
+        tree = base / "baseline"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), args.baseline], cwd=ROOT, check=True)
+        runs.insert(0, (f"sandbox@{args.baseline}", tree))
+    for mode, tree in runs:
+        res = run_mode(mode.split("@")[0], folder, base / f"grades-{mode}", canary, args, tree)
+        res["mode"] = mode
         results.append(res)
         print(f"  {mode}: {res['wall_s']} s, {res['per_minute']} submissions/min, exit {res['exit_code']}", flush=True)
     print(f"\nmachine: {os.cpu_count()} cores, {platform.machine()}; load average before/after each run below")
@@ -163,6 +174,8 @@ def main(argv=None) -> int:
         print(" | ".join(str(x) for x in (r["mode"], r["wall_s"], r["per_minute"], r["per_notebook_mean_s"],
                                          r["per_notebook_median_s"], r["correct_notebook_median_s"], r["one_row_each"],
                                          r["canary_intact"], r["statuses"], f"{r['load_before']}->{r['load_after']}")))
+    if args.baseline:
+        subprocess.run(["git", "worktree", "remove", "--force", str(base / "baseline")], cwd=ROOT)
     if args.json:
         Path(args.json).write_text(json.dumps({"n": args.n, "kinds": kinds, "results": results}, indent=1) + "\n")
     return 0 if all(r["one_row_each"] for r in results) else 1
