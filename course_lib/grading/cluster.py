@@ -75,9 +75,15 @@ def grade_submission(data: bytes, name: str, stem: str, solutions: dict, options
         folder = _solutions_here(solutions)
         path = tmp / "submission.ipynb"
         path.write_bytes(data)
-        return grade_one(path, name, solution=folder / f"{stem}.ipynb", solutions_dir=folder, **options)
+        rep = grade_one(path, name, solution=folder / f"{stem}.ipynb", solutions_dir=folder, **options)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        from distributed import get_worker
+        rep["worker"] = get_worker().address  # which machine graded it (JSON report only)
+    except ValueError:  # not on a Dask worker (a direct call)
+        pass
+    return rep
 
 
 # --------------------------------------------------------------------------- client side

@@ -166,6 +166,11 @@ def parse_notebook(raw: bytes, name: str = "the notebook"):
     cells = data["cells"]
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
         raise Unreadable(f"{name}: 'cells' is malformed (not a list of cells); save it again from Jupyter.")
+    for c in cells:
+        src = c.get("source", "")
+        if (c.get("cell_type") not in ("code", "markdown", "raw") or not isinstance(c.get("metadata", {}), dict)
+                or not (isinstance(src, str) or isinstance(src, list) and all(isinstance(x, str) for x in src))):
+            raise Unreadable(f"{name}: a cell is malformed (bad source, cell_type or metadata); save it again from Jupyter.")
     n_code = sum(c.get("cell_type") == "code" for c in cells)
     if n_code > MAX_CODE_CELLS:
         raise Unreadable(f"{name}: {n_code} code cells; a submission may have at most {MAX_CODE_CELLS}. "
