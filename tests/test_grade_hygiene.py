@@ -151,6 +151,10 @@ def test_caps_on_code_cells_and_source(tmp_path):
     nb = _full()
     nb.cells.append(nbformat.v4.new_markdown_cell("x" * 2 * notebooks.MAX_SOURCE_BYTES))  # prose is not capped
     assert parse_notebook(nbformat.writes(nb).encode())
+    many = b'{"cells": [' + b",".join([b'{"cell_type":"raw","source":""}'] * 200_000) + b"]}"
+    t0 = time.monotonic()
+    _unreadable(many, f"at most {notebooks.MAX_CELLS}")
+    assert time.monotonic() - t0 < 5
 
 
 def test_malformed_cells_are_unreadable_or_repaired():
@@ -206,7 +210,8 @@ def test_report_names_are_injective_and_safe():
         assert len(v.encode("utf-8")) <= 255, v
         v.encode("utf-8")  # no surrogates: writable anywhere
     plain = report_names(["alice/x.ipynb", "alice__x.ipynb"])
-    assert list(plain.values()) == ["alice~x.ipynb.grade.json", "alice__x.ipynb.grade.json"]
+    assert list(plain.values()) == ["alice~x.grade.json", "alice__x.grade.json"]
+    assert len(set(report_names(["x.ipynb", "x", "x%", "x.ipynb.ipynb"]).values())) == 4
     assert "%%" in names["Alice/x.ipynb"] and "%%" in names["alice/x.ipynb"]  # differ only in case: hashed
 
 
@@ -218,12 +223,12 @@ def test_each_report_is_written_as_its_result_arrives(tmp_path):
     rep = {"status": "unreadable", "score": 0.0, "max_score": None, "error": "x", "sandbox": "bwrap"}
     book.add("b/c.ipynb", dict(rep, submission="b/c.ipynb"))
     book.add("a.ipynb", dict(rep, submission="a.ipynb"))
-    (tmp_path / "d.ipynb.grade.json").mkdir()  # a later write fails: the batch would stop here
+    (tmp_path / "d.grade.json").mkdir()  # a later write fails: the batch would stop here
     with pytest.raises(OSError):
         book.add("d.ipynb", dict(rep, submission="d.ipynb"))
     rows = list(csv.DictReader(open(tmp_path / "gradebook.csv", encoding="utf-8")))
     assert [r["submission"] for r in rows] == ["a.ipynb", "b/c.ipynb"]
-    assert json.loads((tmp_path / "b~c.ipynb.grade.json").read_text())["submission"] == "b/c.ipynb"
+    assert json.loads((tmp_path / "b~c.grade.json").read_text())["submission"] == "b/c.ipynb"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
 
 
@@ -325,7 +330,7 @@ def test_a_killed_batch_keeps_every_finished_report(tmp_path):
                             start_new_session=True)
     try:
         deadline = time.monotonic() + 180
-        while not (out / f"b_{STEM}.ipynb.grade.json").exists():
+        while not (out / f"b_{STEM}.grade.json").exists():
             assert proc.poll() is None and time.monotonic() < deadline, "b was never graded"
             time.sleep(0.5)
         time.sleep(1)
@@ -336,5 +341,5 @@ def test_a_killed_batch_keeps_every_finished_report(tmp_path):
     rows = list(csv.DictReader(open(out / "gradebook.csv", encoding="utf-8")))
     assert [(r["submission"], r["status"], r["score"]) for r in rows] == [
         ("a/broken.ipynb", "unreadable", "0.0"), (f"b_{STEM}.ipynb", "graded", "8.0")]
-    assert json.loads((out / f"b_{STEM}.ipynb.grade.json").read_text())["score"] == 8.0
-    assert json.loads((out / "a~broken.ipynb.grade.json").read_text())["status"] == "unreadable"
+    assert json.loads((out / f"b_{STEM}.grade.json").read_text())["score"] == 8.0
+    assert json.loads((out / "a~broken.grade.json").read_text())["status"] == "unreadable"

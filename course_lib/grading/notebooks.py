@@ -4,7 +4,7 @@ and the student's answer code in it (``extract_answers``).
 A submission is untrusted input, read defensively (``read_submission``, ``parse_notebook``):
 regular files only (``lstat`` then ``open(O_NOFOLLOW)`` and ``fstat``: a symbolic link to a
 solution or to a neighbour's file is refused, not followed), at most ``MAX_BYTES``, JSON nested
-at most ``MAX_DEPTH`` deep, at most ``MAX_CODE_CELLS`` code cells and ``MAX_SOURCE_BYTES`` of
+at most ``MAX_DEPTH`` deep, at most ``MAX_CELLS`` cells, ``MAX_CODE_CELLS`` of them code and ``MAX_SOURCE_BYTES`` of
 code; every failure is ``Unreadable`` with a message for the student, never a grader error.
 Cell sources are normalised on reading (``normalise_source``: every line separator that
 ``str.splitlines``, nbval and IPython honour becomes ``\\n``) before any marker logic.
@@ -24,11 +24,12 @@ from .spec import MARKER, NotebookSpec
 
 __all__ = ["Unreadable", "GraderError", "read_notebook", "read_submission", "parse_notebook", "normalise_source",
            "display_name", "solution_stems", "find_solutions_dir", "find_solution", "extract_answers",
-           "MAX_BYTES", "MAX_DEPTH", "MAX_CODE_CELLS", "MAX_SOURCE_BYTES"]
+           "MAX_BYTES", "MAX_DEPTH", "MAX_CELLS", "MAX_CODE_CELLS", "MAX_SOURCE_BYTES"]
 
 MAX_BYTES = 16 * 1024 * 1024  # a saved exercise notebook is ~100 KB; figures rarely make it 5 MB
 MAX_DEPTH = 64  # JSON nesting; a notebook's own structure is ~8 deep (widget state ~15)
 MAX_CODE_CELLS = 200  # the largest exercise notebook has ~45 code cells
+MAX_CELLS = 1000  # all cells: bounds nbformat's validation time on the client
 MAX_SOURCE_BYTES = 1024 * 1024  # all code cells together
 
 
@@ -171,6 +172,9 @@ def parse_notebook(raw: bytes, name: str = "the notebook"):
         if (c.get("cell_type") not in ("code", "markdown", "raw") or not isinstance(c.get("metadata", {}), dict)
                 or not (isinstance(src, str) or isinstance(src, list) and all(isinstance(x, str) for x in src))):
             raise Unreadable(f"{name}: a cell is malformed (bad source, cell_type or metadata); save it again from Jupyter.")
+    if len(cells) > MAX_CELLS:
+        raise Unreadable(f"{name}: {len(cells)} cells; a submission may have at most {MAX_CELLS}. "
+                         "Delete the cells you added for experiments and re-submit.")
     n_code = sum(c.get("cell_type") == "code" for c in cells)
     if n_code > MAX_CODE_CELLS:
         raise Unreadable(f"{name}: {n_code} code cells; a submission may have at most {MAX_CODE_CELLS}. "

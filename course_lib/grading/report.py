@@ -152,10 +152,12 @@ def _fold(name: str) -> str:
 
 def report_names(rels: list[str]) -> dict[str, str]:
     """{relative path: its JSON report's file name}, one flat folder, injective: the escaped path
-    (``_escape``) plus ``.grade.json``; where two escaped names differ only in case or Unicode
+    (``_escape``) without ``.ipynb``, plus ``.grade.json``; where two escaped names differ only in case or Unicode
     normalisation, or one is over-long, the name is shortened and ``%%`` plus a hash of the
     path's bytes appended (``%%`` never occurs in an escaped name)."""
-    esc = {r: _escape(r) for r in rels}
+    # every submission ends in .ipynb, which the name leaves out (alice/x.ipynb -> alice~x.grade.json);
+    # any other path keeps a lone "%", which no escaped name ends with
+    esc = {r: _escape(r[: -len(".ipynb")]) if r.endswith(".ipynb") else _escape(r) + "%" for r in rels}
     folded = Counter(_fold(e) for e in esc.values())
     names = {}
     for r, e in esc.items():
