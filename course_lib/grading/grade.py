@@ -2,6 +2,7 @@
 
     course-grade exercises/04_attention.ipynb                 # one submission
     course-grade --batch submissions/ --out grades/           # a class, in parallel, sandboxed
+    course-grade --batch submissions/ --out grades/ --scheduler tcp://HOST:8786   # on a Dask cluster (``cluster``)
     (or python -m course_lib.grading.grade ...; needs the ``grading`` extra)
 
 Only the student's answer code is taken from the submission (every code cell between the
@@ -45,8 +46,8 @@ from .report import ExerciseResult, Gradebook, build_report, exercise_result, fo
 from .runner import ExerciseRun, RunOutcome, run_passes
 from .spec import NotebookSpec, load_spec, meta, role, stub_answer
 
-__all__ = ["grade", "grade_one", "grade_batch", "find_submissions", "lint_answer", "extract_answers", "Unreadable", "GraderError", "main",
-           "load", "splice", "run", "collect", "Job", "Plan", "resolve_sandbox"]
+__all__ = ["grade", "grade_one", "grade_batch", "find_submissions", "lint_answer", "extract_answers", "Unreadable",
+           "GraderError", "main", "load", "splice", "run", "collect", "Job", "Plan", "resolve_sandbox"]
 
 DEFAULT_TIME_LIMIT = 30.0  # seconds per exercise (answer cells + check cells)
 DEFAULT_MEMORY_MB = 3072  # address-space limit of the grading processes (torch alone maps ~650 MB)
@@ -198,7 +199,7 @@ def grade_one(path: Path, name: str | None = None, **kwargs) -> dict:
     return rep
 
 
-def _grade_one(args) -> dict:  # the old name, kept for callers of the thread-pool batch
+def _grade_one(args) -> dict:  # the former entry point of a batch's gradings: (path, kwargs) -> report
     path, kwargs = args
     return grade_one(path, **kwargs)
 
