@@ -77,6 +77,17 @@ def test_symlinks_and_special_files_are_not_followed(tmp_path):
     assert read_submission(bob) == bob.read_bytes()  # the neighbour's own file is fine
 
 
+def test_a_file_swapped_after_the_lstat_is_refused_too(tmp_path, monkeypatch):
+    """The race between ``lstat`` and ``open``: O_NOFOLLOW refuses a link, ``fstat`` a different file."""
+    link = tmp_path / "link.ipynb"
+    link.symlink_to(SOL)
+    other = _write(_full(), tmp_path / "other.ipynb")
+    monkeypatch.setattr(notebooks.os, "lstat", os.stat)  # as if it was a regular file when looked at
+    _unreadable(link, "a symbolic link, not a regular file")
+    monkeypatch.setattr(notebooks.os, "lstat", lambda p: os.stat(SOL))  # ... or another file
+    _unreadable(other, "changed while it was being read")
+
+
 def test_submissions_are_listed_without_following_folder_links(tmp_path):
     folder = tmp_path / "subs"
     _write(_full(), folder / "a" / "x.ipynb")

@@ -12,6 +12,7 @@ The solution is chosen only among the stems of the solutions folder (``find_solu
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -97,9 +98,9 @@ def read_submission(path, name: str | None = None) -> bytes:
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
-    except OSError as exc:
-        raise Unreadable(f"{name}: cannot be opened as a regular file ({exc.strerror}); submit the notebook "
-                         "file itself.") from None
+    except OSError as exc:  # ELOOP: it became a symbolic link after the lstat
+        what = "a symbolic link, not a regular file" if exc.errno == errno.ELOOP else f"cannot be opened ({exc.strerror})"
+        raise Unreadable(f"{name}: {what}; submit the notebook file itself.") from None
     try:
         now = os.fstat(fd)
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
