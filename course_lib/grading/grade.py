@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         _say(f"warning: could not write the report {report}: {exc}", sys.stderr)
     else:
-        _say(f"Report: {report}")
+        _say(f"Report: {display_name(report)}")
     return 0 if rep["all_passed"] else 1
 
 
