@@ -2,6 +2,7 @@
 
     course-grade exercises/04_attention.ipynb                 # one submission
     course-grade --batch submissions/ --out grades/           # a class, in parallel, sandboxed
+    course-grade --batch submissions/ --out grades/ --scheduler tcp://HOST:8786   # on a Dask cluster (``cluster``)
     (or python -m course_lib.grading.grade ...; needs the ``grading`` extra)
 
 Only the student's answer code is taken from the submission (every code cell between the
@@ -39,13 +40,14 @@ import nbformat
 
 from . import sandbox as sandboxing
 from .lint import lint_answer, trusted_bindings
-from .notebooks import GraderError, Unreadable, extract_answers, find_solution, find_solutions_dir, read_notebook
-from .report import ExerciseResult, build_report, exercise_result, format_report, write_gradebook
+from .notebooks import (GraderError, Unreadable, display_name, extract_answers, find_solution, find_solutions_dir,
+                        parse_notebook, read_notebook, read_submission, solution_stems)
+from .report import ExerciseResult, Gradebook, build_report, exercise_result, format_report
 from .runner import ExerciseRun, RunOutcome, run_exercises
 from .spec import NotebookSpec, load_spec, meta, role, stub_answer
 
-__all__ = ["grade", "grade_batch", "lint_answer", "extract_answers", "Unreadable", "GraderError", "main",
-           "load", "splice", "run", "collect", "Job", "Plan", "resolve_sandbox"]
+__all__ = ["grade", "grade_one", "grade_batch", "find_submissions", "lint_answer", "extract_answers", "Unreadable",
+           "GraderError", "main", "load", "splice", "run", "collect", "Job", "Plan", "resolve_sandbox"]
 
 DEFAULT_TIME_LIMIT = 30.0  # seconds per exercise (answer cells + check cells)
 DEFAULT_MEMORY_MB = 3072  # address-space limit of the grading processes (torch alone maps ~650 MB)
@@ -179,46 +181,125 @@ def grade(path: str | Path, solutions_dir: Path | None = None, solution: Path | 
 
 
 # --------------------------------------------------------------------------- batch
-def _grade_one(args) -> dict:
-    path, kwargs = args
+def _failed(name: str, status: str, error: str, mode: str) -> dict:
+    return {"submission": name, "status": status, "error": error, "score": 0.0, "max_score": None, "sandbox": mode}
+
+
+def grade_one(path: Path, name: str | None = None, **kwargs) -> dict:
+    """``grade(path, **kwargs)`` as a report whatever happens (status ``unreadable`` or ``grader
+    error`` with the reason), naming the submission ``name``."""
+    name = name or display_name(path)
     mode = "bwrap" if kwargs.get("sandbox") is not False else "none"
     try:
-        return grade(path, **kwargs)
+        rep = grade(path, **kwargs)
     except Unreadable as exc:
-        return {"submission": str(path), "status": "unreadable", "error": str(exc), "score": 0.0, "max_score": None,
-                "sandbox": mode}
+        return _failed(name, "unreadable", str(exc).replace(str(path), name), mode)
     except Exception as exc:  # one bad submission never stops the batch
-        return {"submission": str(path), "status": "grader error", "error": f"{type(exc).__name__}: {exc}",
-                "score": 0.0, "max_score": None, "sandbox": mode}
+        return _failed(name, "grader error", f"{type(exc).__name__}: {exc}".replace(str(path), name), mode)
+    rep["submission"] = name
+    return rep
+
+
+def _grade_one(args) -> dict:  # the former entry point of a batch's gradings: (path, kwargs) -> report
+    path, kwargs = args
+    return grade_one(path, **kwargs)
+
+
+def find_submissions(folder: Path, out: Path | None = None) -> list[str]:
+    """Relative paths (``/``-separated, as the file system spells them: bytes that are not
+    UTF-8 stay surrogate-escaped) of every ``*.ipynb`` entry under ``folder`` that is not a
+    real folder (a symbolic link or special file is listed, and reported as not a regular
+    file), sorted; links to folders are not followed; ``.ipynb_checkpoints`` and ``out`` skipped."""
+    folder = Path(folder)
+    skip = os.path.realpath(out) if out is not None else None
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        rel_dir = os.path.relpath(dirpath, folder)
+        keep = []
+        for d in dirnames:
+            full = os.path.join(dirpath, d)
+            if os.path.islink(full):
+                if d.endswith(".ipynb"):
+                    filenames.append(d)  # a link to a folder, named like a notebook
+                continue
+            if d == ".ipynb_checkpoints" or os.path.realpath(full) == skip:
+                continue
+            keep.append(d)
+        dirnames[:] = sorted(keep)
+        for f in filenames:
+            if f.endswith(".ipynb"):
+                found.append(f if rel_dir == "." else f"{rel_dir}/{f}".replace(os.sep, "/"))
+    return sorted(found)
 
 
 def grade_batch(folder: Path, out: Path, workers: int | None = None, sandbox: bool | None = None,
-                **kwargs) -> list[dict]:
-    """Grade every .ipynb under ``folder`` (one grading per core at a time); writes per-submission JSON
-    reports and ``gradebook.csv`` into ``out``. ``sandbox`` as in ``grade`` (the CLI requires it)."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
+                scheduler: str | None = None, **kwargs) -> list[dict]:
+    """Grade every .ipynb under ``folder`` on a Dask cluster: the scheduler at ``scheduler``
+    (``tcp://HOST:PORT``), or an in-process local one with ``workers`` gradings at a time
+    (default: cores). Each JSON report is written to ``out`` as soon as its grading ends, and
+    ``out/gradebook.csv`` is rewritten with every result so far (``report.Gradebook``).
+    ``sandbox`` as in ``grade`` (the CLI requires it; with a scheduler each worker checks).
+    Submissions are read here, defensively (``notebooks``), and only their bytes are sent."""
     from tqdm import tqdm
 
+    from . import cluster
+
     folder, out = Path(folder), Path(out)
-    files = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
-                   and out.resolve() not in p.resolve().parents)
     out.mkdir(parents=True, exist_ok=True)
-    workers = workers or os.cpu_count() or 1
-    kwargs["sandbox"] = False if resolve_sandbox(sandbox) is None else True
-    # Threads are enough: each grading spends its time waiting for its own pytest/kernel
-    # processes, and an exception stays with its submission instead of breaking a process pool.
-    by_file = {}
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(_grade_one, (f, kwargs)): f for f in files}
-        for fut in tqdm(as_completed(futures), total=len(files), desc="grading", unit="notebook", file=sys.stderr):
-            by_file[futures[fut]] = fut.result()
-    reports = [by_file[f] for f in files]
-    write_gradebook(reports, folder, out)
-    return reports
+    rels = find_submissions(folder, out)
+    solutions_dir = Path(kwargs.pop("solutions_dir", None) or find_solutions_dir(folder))
+    kwargs.pop("solution", None)
+    stems = solution_stems(solutions_dir)  # GraderError without a solutions folder
+    if scheduler:
+        kwargs["sandbox"] = sandbox  # each worker probes its own sandbox (True: required)
+    else:
+        kwargs["sandbox"] = False if resolve_sandbox(sandbox) is None else True
+    mode = "none" if kwargs["sandbox"] is False else "bwrap"
+    book = Gradebook(out, rels)
+    bar = tqdm(total=len(rels), desc="grading", unit="notebook", file=sys.stderr)
+
+    def record(rel: str, result) -> None:
+        shown = display_name(folder / rel)
+        if isinstance(result, BaseException):
+            result = _failed(shown, "grader error", f"{type(result).__name__}: {result}", mode)
+        else:
+            result["submission"] = shown
+            if result.get("status") == "graded":
+                result["solution"] = str(solutions_dir / f"{result['notebook']}.ipynb")
+        book.add(rel, result)
+        bar.update()
+
+    def jobs():
+        for rel in rels:
+            shown = display_name(folder / rel)
+            try:
+                data = read_submission(folder / rel, shown)
+                stem = find_solution(parse_notebook(data, shown), shown, solutions_dir).stem
+            except Unreadable as exc:
+                record(rel, _failed(shown, "unreadable", str(exc), mode))
+                continue
+            except Exception as exc:  # noqa: BLE001 - still one row, never the whole batch
+                record(rel, _failed(shown, "grader error", f"{type(exc).__name__}: {exc}", mode))
+                continue
+            yield rel, data, shown, stem
+
+    try:
+        with cluster.connect(scheduler, workers or os.cpu_count() or 1) as client:
+            cluster.run_gradings(client, jobs(), cluster.solutions_payload(solutions_dir, stems), kwargs, record)
+    finally:
+        bar.close()
+    return book.in_order()
 
 
 # --------------------------------------------------------------------------- CLI
+def _say(text: str, file=None) -> None:
+    """print, with what the stream cannot encode (a lone surrogate from a file name or from a
+    student's output) backslash-escaped instead of raising."""
+    file = file or sys.stdout
+    enc = getattr(file, "encoding", None) or "utf-8"
+    print(str(text).encode(enc, "backslashreplace").decode(enc, "replace"), file=file)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="course-grade", description="Grade exercise notebooks with nbval.")
     ap.add_argument("notebook", nargs="?", help="the saved exercise notebook to grade")
@@ -231,7 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, help="seconds per exercise")
     ap.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="address-space limit (0: none)")
     ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the kernel")
-    ap.add_argument("--workers", type=int, default=None, help="batch: parallel gradings (default: cores)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="batch without --scheduler: parallel gradings (default: cores)")
+    ap.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                    help="batch: grade on the Dask cluster of this scheduler (tcp://HOST:8786); every worker "
+                         "needs course_lib[grading] and bubblewrap (default: a local cluster)")
     ap.add_argument("--keep", metavar="DIR", help="keep the graded notebook and pytest log here (debugging)")
     ap.add_argument("--unsafe-no-sandbox", action="store_true",
                     help="grade without the bubblewrap sandbox (a batch refuses to otherwise)")
@@ -244,18 +329,19 @@ def main(argv: list[str] | None = None) -> int:
             if not folder.is_dir():
                 print(f"error: --batch {folder}: not a folder", file=sys.stderr)
                 return 2
-            if not args.unsafe_no_sandbox and sandboxing.probe()[0] is None:
+            if not args.unsafe_no_sandbox and not args.scheduler and sandboxing.probe()[0] is None:
                 print(f"error: --batch grades other people's code, and there is no OS sandbox here "
                       f"({sandboxing.probe()[1]}). Install bubblewrap, or pass --unsafe-no-sandbox to "
                       "grade without one.", file=sys.stderr)
                 return 3
             out = Path(args.out) if args.out else folder / "_grades"
             reports = grade_batch(folder, out, workers=args.workers, sandbox=False if args.unsafe_no_sandbox else True,
-                                  **kwargs)
+                                  scheduler=args.scheduler, **kwargs)
             counts = {s: sum(r["status"] == s for r in reports) for s in ("graded", "unreadable", "grader error")}
             mode = "unsandboxed (--unsafe-no-sandbox)" if args.unsafe_no_sandbox else "in the bubblewrap sandbox"
-            print(f"{len(reports)} submissions graded {mode}: {counts['graded']} graded, {counts['unreadable']} "
-                  f"unreadable, {counts['grader error']} grader errors; gradebook: {out / 'gradebook.csv'}")
+            where = f" on {args.scheduler}" if args.scheduler else ""
+            _say(f"{len(reports)} submissions graded {mode}{where}: {counts['graded']} graded, {counts['unreadable']} "
+                 f"unreadable, {counts['grader error']} grader errors; gradebook: {display_name(out / 'gradebook.csv')}")
             return 3 if counts["grader error"] else 0
         if not args.notebook:
             ap.error("give a notebook to grade, or --batch DIR")
@@ -263,19 +349,20 @@ def main(argv: list[str] | None = None) -> int:
                     keep=Path(args.keep) if args.keep else None,
                     sandbox=False if args.unsafe_no_sandbox else None, **kwargs)
     except Unreadable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}", sys.stderr)
         return 2
     except Exception as exc:
-        print(f"grader error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _say(f"grader error: {type(exc).__name__}: {exc}", sys.stderr)
         return 3
-    print(format_report(rep))
+    rep["submission"] = display_name(args.notebook)
+    _say(format_report(rep))
     report = Path(args.report) if args.report else Path(args.notebook).with_suffix(".grade.json")
     try:
         report.write_text(json.dumps(rep, indent=1))
     except OSError as exc:
-        print(f"warning: could not write the report {report}: {exc}", file=sys.stderr)
+        _say(f"warning: could not write the report {report}: {exc}", sys.stderr)
     else:
-        print(f"Report: {report}")
+        _say(f"Report: {display_name(report)}")
     return 0 if rep["all_passed"] else 1
 
 

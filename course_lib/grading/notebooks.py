@@ -1,16 +1,37 @@
 """Reading: the submission (any file a student may hand in), the solution it is graded against,
-and the student's answer code in it (``extract_answers``)."""
+and the student's answer code in it (``extract_answers``).
+
+A submission is untrusted input, read defensively (``read_submission``, ``parse_notebook``):
+regular files only (``lstat`` then ``open(O_NOFOLLOW)`` and ``fstat``: a symbolic link to a
+solution or to a neighbour's file is refused, not followed), at most ``MAX_BYTES``, JSON nested
+at most ``MAX_DEPTH`` deep, at most ``MAX_CELLS`` cells, ``MAX_CODE_CELLS`` of them code and ``MAX_SOURCE_BYTES`` of
+code; every failure is ``Unreadable`` with a message for the student, never a grader error.
+Cell sources are normalised on reading (``normalise_source``: every line separator that
+``str.splitlines``, nbval and IPython honour becomes ``\\n``) before any marker logic.
+The solution is chosen only among the stems of the solutions folder (``find_solution``).
+"""
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import stat
 from pathlib import Path
 
 import nbformat
 
 from .spec import MARKER, NotebookSpec
 
-__all__ = ["Unreadable", "GraderError", "read_notebook", "find_solutions_dir", "find_solution", "extract_answers"]
+__all__ = ["Unreadable", "GraderError", "read_notebook", "read_submission", "parse_notebook", "normalise_source",
+           "display_name", "solution_stems", "find_solutions_dir", "find_solution", "extract_answers",
+           "MAX_BYTES", "MAX_DEPTH", "MAX_CELLS", "MAX_CODE_CELLS", "MAX_SOURCE_BYTES"]
+
+MAX_BYTES = 16 * 1024 * 1024  # a saved exercise notebook is ~100 KB; figures rarely make it 5 MB
+MAX_DEPTH = 64  # JSON nesting; a notebook's own structure is ~8 deep (widget state ~15)
+MAX_CODE_CELLS = 200  # the largest exercise notebook has ~45 code cells
+MAX_CELLS = 1000  # all cells: bounds nbformat's validation time on the client
+MAX_SOURCE_BYTES = 1024 * 1024  # all code cells together
 
 
 class Unreadable(Exception):
@@ -21,34 +42,177 @@ class GraderError(Exception):
     """Something went wrong on the grader's side (exit code 3)."""
 
 
+def display_name(name) -> str:
+    """A file name as text that can always be printed and written: bytes that are not UTF-8
+    (a name from another system's encoding) become U+FFFD replacement characters."""
+    return os.fsencode(name).decode("utf-8", "replace")
+
+
 # --------------------------------------------------------------------------- reading
-def read_notebook(path: Path):
-    path = Path(path)
-    if not path.is_file():
-        raise Unreadable(f"{path}: no such file.")
-    raw = path.read_bytes()
-    if not raw.strip():
-        raise Unreadable(f"{path}: the file is empty. Save the notebook again in Jupyter (File > Save) and re-submit.")
+_LINE_SEPARATORS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def normalise_source(source: str) -> str:
+    """Every line boundary that ``str.splitlines`` knows (``\\r\\n``, ``\\r``, ``\\v``, ``\\f``,
+    ``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028``, ``\\u2029``) as ``\\n``. nbval finds its comment
+    markers with ``splitlines``, so ``x = 1\\f# NBVAL_SKIP`` is a marker line to nbval; the
+    grader's marker logic (``^``/``$`` at ``\\n``) sees the same lines only after this."""
+    return _LINE_SEPARATORS.sub("\n", source)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a plain file"
+
+
+def _too_large(name: str, size: int) -> Unreadable:
+    return Unreadable(f"{name}: the file is too large ({size / 2**20:.1f} MB; at most {MAX_BYTES // 2**20} MB). "
+                      "Clear the outputs (Kernel > Restart Kernel and Clear Outputs), save and re-submit.")
+
+
+def read_submission(path, name: str | None = None) -> bytes:
+    """The bytes of a submission that is a regular file, read without following a symbolic link
+    (``lstat``, then ``open`` with ``O_NOFOLLOW | O_NONBLOCK`` and an ``fstat`` of what was opened:
+    a file swapped for a link or a pipe in between is refused too). At most ``MAX_BYTES``."""
+    name = name or display_name(path)
     try:
-        text = raw.decode("utf-8")
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise Unreadable(f"{name}: no such file.") from None
+    except OSError as exc:
+        raise Unreadable(f"{name}: cannot be read ({exc.strerror}).") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise Unreadable(f"{name}: {_kind(st.st_mode)}, not a regular file; links and special files are not "
+                         "followed or read. Submit the notebook file itself.")
+    if st.st_size > MAX_BYTES:
+        raise _too_large(name, st.st_size)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:  # ELOOP: it became a symbolic link after the lstat
+        what = "a symbolic link, not a regular file" if exc.errno == errno.ELOOP else f"cannot be opened ({exc.strerror})"
+        raise Unreadable(f"{name}: {what}; submit the notebook file itself.") from None
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise Unreadable(f"{name}: the file changed while it was being read (not a regular file).")
+        chunks, size = [], 0
+        while size <= MAX_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > MAX_BYTES:
+        raise _too_large(name, size)
+    return b"".join(chunks)
+
+
+def _depth_exceeds(data, limit: int) -> bool:
+    """Whether parsed JSON nests deeper than ``limit`` (iterative: no recursion to exhaust)."""
+    stack = [(data, 1)]
+    while stack:
+        obj, depth = stack.pop()
+        if isinstance(obj, dict):
+            children = obj.values()
+        elif isinstance(obj, list):
+            children = obj
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def _bad_json(name: str, why: str) -> Unreadable:
+    return Unreadable(
+        f"{name}: not valid notebook JSON ({why}). The file is probably truncated or was edited "
+        "outside Jupyter; save it again from Jupyter, or start again from a fresh copy of the exercise notebook.")
+
+
+def parse_notebook(raw: bytes, name: str = "the notebook"):
+    """The notebook in ``raw`` (nbformat 4), or Unreadable saying why not: empty, over-size,
+    not UTF-8, not JSON, nested deeper than ``MAX_DEPTH``, not a notebook, malformed cells, more
+    than ``MAX_CODE_CELLS`` code cells or ``MAX_SOURCE_BYTES`` of code. Cell sources come back
+    normalised (``normalise_source``)."""
+    if len(raw) > MAX_BYTES:
+        raise _too_large(name, len(raw))
+    if not raw.strip():
+        raise Unreadable(f"{name}: the file is empty. Save the notebook again in Jupyter (File > Save) and re-submit.")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _bad_json(name, f"not UTF-8 text: {exc}") from None
+    try:
         data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Unreadable(
-            f"{path}: not valid notebook JSON ({exc}). The file is probably truncated or was edited "
-            "outside Jupyter; save it again from Jupyter, or start again from a fresh copy of the exercise notebook."
-        ) from None
+    except RecursionError:
+        raise Unreadable(f"{name}: not a notebook: its JSON is nested too deeply (more than {MAX_DEPTH} levels).") from None
+    except (ValueError, MemoryError) as exc:  # JSONDecodeError is a ValueError; so is an over-long integer
+        raise _bad_json(name, str(exc)[:300]) from None
+    if _depth_exceeds(data, MAX_DEPTH):
+        raise Unreadable(f"{name}: not a notebook: its JSON is nested too deeply (more than {MAX_DEPTH} levels).")
     if not isinstance(data, dict) or "cells" not in data:
-        raise Unreadable(f"{path}: valid JSON but not a Jupyter notebook (no 'cells'); submit the .ipynb file itself.")
+        raise Unreadable(f"{name}: valid JSON but not a Jupyter notebook (no 'cells'); submit the .ipynb file itself.")
+    cells = data["cells"]
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise Unreadable(f"{name}: 'cells' is malformed (not a list of cells); save it again from Jupyter.")
+    for c in cells:
+        src = c.get("source", "")
+        if (c.get("cell_type") not in ("code", "markdown", "raw") or not isinstance(c.get("metadata", {}), dict)
+                or not (isinstance(src, str) or isinstance(src, list) and all(isinstance(x, str) for x in src))):
+            raise Unreadable(f"{name}: a cell is malformed (bad source, cell_type or metadata); save it again from Jupyter.")
+    if len(cells) > MAX_CELLS:
+        raise Unreadable(f"{name}: {len(cells)} cells; a submission may have at most {MAX_CELLS}. "
+                         "Delete the cells you added for experiments and re-submit.")
+    n_code = sum(c.get("cell_type") == "code" for c in cells)
+    if n_code > MAX_CODE_CELLS:
+        raise Unreadable(f"{name}: {n_code} code cells; a submission may have at most {MAX_CODE_CELLS}. "
+                         "Delete the cells you added for experiments and re-submit.")
     try:
         nb = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises several types for malformed notebooks
-        raise Unreadable(f"{path}: not a valid Jupyter notebook ({type(exc).__name__}: {exc}).") from None
+        raise Unreadable(f"{name}: not a valid Jupyter notebook ({type(exc).__name__}: {str(exc)[:300]}).") from None
+    if not isinstance(nb.get("metadata"), dict) or not isinstance(nb.get("cells"), list):
+        raise Unreadable(f"{name}: the notebook's metadata or cells are malformed; save it again from Jupyter.")
+    code_bytes = 0
     for cell in nb.cells:
-        if not isinstance(cell.get("source", ""), str) or cell.get("cell_type") not in ("code", "markdown", "raw"):
-            raise Unreadable(f"{path}: a cell is malformed (bad source or cell_type); save it again from Jupyter.")
+        if (not isinstance(cell, dict) or not isinstance(cell.get("source", ""), str)
+                or cell.get("cell_type") not in ("code", "markdown", "raw")
+                or not isinstance(cell.get("metadata", {}), dict)):
+            raise Unreadable(f"{name}: a cell is malformed (bad source, cell_type or metadata); save it again from Jupyter.")
+        if "id" in cell and not isinstance(cell["id"], str):
+            del cell["id"]  # found by its marker or source instead
+        cell["source"] = normalise_source(cell.get("source", ""))
+        if cell["cell_type"] == "code":
+            code_bytes += len(cell["source"].encode("utf-8", "surrogatepass"))
+    if sum(c.cell_type == "code" for c in nb.cells) > MAX_CODE_CELLS:
+        raise Unreadable(f"{name}: more than {MAX_CODE_CELLS} code cells; delete the cells you added for "
+                         "experiments and re-submit.")
+    if code_bytes > MAX_SOURCE_BYTES:
+        raise Unreadable(f"{name}: {code_bytes / 2**20:.1f} MB of code; a submission may have at most "
+                         f"{MAX_SOURCE_BYTES // 2**20} MB. Delete the code you added for experiments and re-submit.")
     return nb
 
 
+def read_notebook(path, name: str | None = None):
+    """The submission at ``path``, read defensively (``read_submission`` then ``parse_notebook``)."""
+    name = name or display_name(path)
+    return parse_notebook(read_submission(path, name), name)
+
+
+# --------------------------------------------------------------------------- the solution
 def find_solutions_dir(near: Path) -> Path:
     """The course's ``solutions/`` folder: in the current folder, or in a folder above the
     notebook (a clone of the course repository). ``find_solution`` explains when there is none."""
@@ -58,24 +222,36 @@ def find_solutions_dir(near: Path) -> Path:
     return Path.cwd() / "solutions"
 
 
-def find_solution(sub, path: Path, solutions_dir: Path) -> Path:
-    if not Path(solutions_dir).is_dir():
+def solution_stems(solutions_dir: Path) -> dict[str, Path]:
+    """{stem: path} of the solution notebooks directly in ``solutions_dir``: the only names a
+    submission can be graded against."""
+    solutions_dir = Path(solutions_dir)
+    if not solutions_dir.is_dir():
         raise GraderError(
             f"the solutions folder {solutions_dir} does not exist: grade from a clone of the course "
             "repository (pip-installed course_lib has no solutions), or pass --solutions DIR."
         )
-    stem = sub.metadata.get("course", {}).get("notebook")
-    if stem and (solutions_dir / f"{stem}.ipynb").is_file():
-        return solutions_dir / f"{stem}.ipynb"
-    for sol in sorted(solutions_dir.glob("*.ipynb")):
-        if sol.stem in Path(path).name:
-            return sol
+    return {p.stem: p for p in sorted(solutions_dir.iterdir()) if p.suffix == ".ipynb" and p.is_file()}
+
+
+def find_solution(sub, path, solutions_dir: Path) -> Path:
+    """The solution a submission is graded against: its ``course.notebook`` metadata if that is
+    exactly the stem of a notebook in ``solutions_dir`` (a path such as ``../../sub/x``, an
+    absolute path or ``04_attention/../x`` is not), else the longest such stem in its file name,
+    else Unreadable."""
+    stems = solution_stems(solutions_dir)
+    course = sub.metadata.get("course") if isinstance(sub.metadata, dict) else None
+    stem = course.get("notebook") if isinstance(course, dict) else None
+    if isinstance(stem, str) and stem in stems:
+        return stems[stem]
+    name = display_name(Path(path).name)
+    matches = [s for s in stems if s and s in name]
+    if matches:
+        return stems[max(matches, key=len)]
     raise Unreadable(
-        f"{path}: cannot tell which exercise notebook this is (no course.notebook metadata and no "
-        f"solution stem such as 04_attention in the file name); pass --solution PATH."
+        f"{name}: cannot tell which exercise notebook this is (no course.notebook metadata naming one of "
+        f"the solutions and no solution stem such as 04_attention in the file name); pass --solution PATH."
     )
-
-
 # --------------------------------------------------------------------------- answers
 _NBVAL_MARKER = re.compile(r"^(\s*)#+\s*(NBVAL_[A-Z_]+|PYTEST_VALIDATE_IGNORE_OUTPUT)\s*$", re.M)
 
@@ -87,7 +263,8 @@ def _neutralise_markers(code: str) -> str:
 
 def extract_answers(sub, spec: NotebookSpec, sol) -> tuple[dict[str, list[str]], list[str]]:
     """{exercise: [code of each student cell]}: every code cell between the trusted cells around
-    an answer (so added helper cells and split cells count), plus notes for the report."""
+    an answer (so added helper cells and split cells count), plus notes for the report. Sources
+    are normalised (``normalise_source``) before markers are looked for or neutralised."""
     trusted = set(spec.trusted_ids)
     pos = {cid: i for i, cid in enumerate(spec.trusted_ids)}
     after: dict[str, str | None] = {}  # trusted id -> the exercise whose answer comes next
@@ -98,10 +275,11 @@ def extract_answers(sub, spec: NotebookSpec, sol) -> tuple[dict[str, list[str]],
     markers = {MARKER.format(name=ex.name): ex.name for ex in spec.exercises}
     answers: dict[str, list[str]] = {ex.name: [] for ex in spec.exercises}
     notes: list[str] = []
-    by_source = {c.source.strip(): c.id for c in sol.cells if c.cell_type == "code" and c.id in trusted}
+    by_source = {normalise_source(c.source).strip(): c.id for c in sol.cells if c.cell_type == "code" and c.id in trusted}
     current = None
     for cell in sub.cells:
-        cid, src = cell.get("id"), cell.get("source", "")
+        cid, src = cell.get("id"), normalise_source(cell.get("source", ""))  # before any marker logic
+        cid = cid if isinstance(cid, str) else None
         named = answer_ids.get(cid) or next((n for m, n in markers.items() if src.lstrip().startswith(m)), None)
         if cell.cell_type == "code" and not named:
             # a trusted cell is known by its id, or by its source (a tool that drops cell ids, a copy)

@@ -1,16 +1,24 @@
 """Verdicts, scores and reports: from the cell records of a run to the JSON report of a
-submission, its text form, and the gradebook of a batch."""
+submission, its text form, and the output of a batch (``Gradebook``: injective report file
+names, each report written as soon as its grading ends, ``gradebook.csv`` rewritten atomically)."""
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import json
 import os
+import string
+import tempfile
+import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .notebooks import display_name
 
 __all__ = ["ExerciseResult", "check_results", "exercise_result", "build_report", "format_report",
-           "write_gradebook"]
+           "report_names", "write_atomic", "gradebook_text", "Gradebook", "display_name"]
 
 
 @dataclass
@@ -105,19 +113,106 @@ def format_report(rep: dict) -> str:
     return "\n".join(lines)
 
 
-def write_gradebook(reports: list[dict], folder: Path, out: Path) -> None:
-    """``out/gradebook.csv`` (one row per submission, with the mode that graded it) and one JSON
-    report per submission."""
-    ex_names = sorted({e["name"] for r in reports for e in r.get("exercises", [])})
-    with open(out / "gradebook.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["submission", "notebook", "status", "score", "max_score", *ex_names, "sandbox", "error"])
-        for r in reports:
-            pts = {e["name"]: e["points"] for e in r.get("exercises", [])}
-            w.writerow([Path(r["submission"]).relative_to(folder), r.get("notebook", ""), r["status"], r["score"],
-                        r.get("max_score") or "", *[pts.get(n, "") for n in ex_names], r.get("sandbox", ""),
-                        r.get("error", "")])
-    for r in reports:
-        rel = Path(r["submission"]).relative_to(folder)
-        target = out / (str(rel.with_suffix("")).replace(os.sep, "__") + ".grade.json")
-        target.write_text(json.dumps(r, indent=1))
+# --------------------------------------------------------------------------- batch output
+_SAFE = frozenset(string.ascii_letters + string.digits + "._-+=,@")
+_REPORT_SUFFIX = ".grade.json"
+
+
+def _escape(rel: str) -> str:
+    """An injective, file-name-safe spelling of a relative path: ``/`` becomes ``~``; ASCII
+    letters, digits, ``._-+=,@`` and printable non-ASCII characters stay; every other character
+    (``~``, ``%``, spaces, controls, bytes that are not UTF-8) becomes ``%XX`` per byte. Since
+    ``%`` and ``~`` are always escaped, the original path can be read back: no two paths share
+    a spelling (``alice/x`` -> ``alice~x``, ``alice__x`` -> ``alice__x``)."""
+    out = []
+    for ch in rel:
+        if ch == "/":
+            out.append("~")
+        elif ch in _SAFE or (ord(ch) > 127 and ch.isprintable()):  # surrogates are not printable
+            out.append(ch)
+        else:
+            try:
+                raw = ch.encode("utf-8", "surrogateescape")  # a byte that was not UTF-8 -> that byte
+            except UnicodeEncodeError:
+                raw = ch.encode("utf-8", "surrogatepass")
+            out.extend(f"%{b:02X}" for b in raw)
+    return "".join(out)
+
+
+def _fold(name: str) -> str:
+    """What a case-insensitive or normalising file system (macOS, Windows) sees of a name."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def report_names(rels: list[str]) -> dict[str, str]:
+    """{relative path: its JSON report's file name}, one flat folder, injective: the escaped path
+    (``_escape``) without ``.ipynb``, plus ``.grade.json``; where two escaped names differ only in case or Unicode
+    normalisation, or one is over-long, the name is shortened and ``%%`` plus a hash of the
+    path's bytes appended (``%%`` never occurs in an escaped name)."""
+    # every submission ends in .ipynb, which the name leaves out (alice/x.ipynb -> alice~x.grade.json);
+    # any other path keeps a lone "%", which no escaped name ends with
+    esc = {r: _escape(r[: -len(".ipynb")]) if r.endswith(".ipynb") else _escape(r) + "%" for r in rels}
+    folded = Counter(_fold(e) for e in esc.values())
+    names = {}
+    for r, e in esc.items():
+        if folded[_fold(e)] > 1 or len(e.encode()) > 200:
+            digest = hashlib.sha256(r.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+            while len(e.encode()) > 180:
+                e = e[:-1]
+            e = f"{e}%%{digest}"
+        names[r] = e + _REPORT_SUFFIX
+    return names
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8; unencodable characters backslash-escaped) to a temporary file beside
+    ``path`` and rename it over ``path``: a crash leaves the old file or the new one, never half."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+GRADEBOOK_FIELDS = ["submission", "notebook", "status", "score", "max_score"]  # + exercises, sandbox, report, error
+
+
+def gradebook_text(rows: list[tuple[str, str, dict]]) -> str:
+    """The CSV text of ``gradebook.csv``: one row per (shown name, report file name, report)."""
+    ex_names = sorted({e["name"] for _, _, r in rows for e in r.get("exercises", [])})
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow([*GRADEBOOK_FIELDS, *ex_names, "sandbox", "report", "error"])
+    for shown, report, r in rows:
+        pts = {e["name"]: e["points"] for e in r.get("exercises", [])}
+        w.writerow([shown, r.get("notebook", ""), r["status"], r["score"], r.get("max_score") or "",
+                    *[pts.get(n, "") for n in ex_names], r.get("sandbox", ""), report, r.get("error", "")])
+    return buf.getvalue()
+
+
+class Gradebook:
+    """The output folder of a batch, written as results arrive: ``add`` writes a submission's JSON
+    report at once and rewrites ``gradebook.csv`` (atomically, rows in the order of ``rels``) with
+    every result so far, so a crash later in the batch loses nothing already graded."""
+
+    def __init__(self, out: Path, rels: list[str]):
+        self.out = Path(out)
+        self.rels = list(rels)
+        self.names = report_names(self.rels)
+        self.reports: dict[str, dict] = {}
+        self.out.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.out / "gradebook.csv", gradebook_text([]))
+
+    def add(self, rel: str, report: dict) -> None:
+        self.reports[rel] = report
+        write_atomic(self.out / self.names[rel], json.dumps(report, indent=1))  # ASCII: always writable
+        rows = [(display_name(r), self.names[r], self.reports[r]) for r in self.rels if r in self.reports]
+        write_atomic(self.out / "gradebook.csv", gradebook_text(rows))
+
+    def in_order(self) -> list[dict]:
+        return [self.reports[r] for r in self.rels if r in self.reports]
+
