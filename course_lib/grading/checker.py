@@ -148,6 +148,10 @@ def _serve_forks(control_fd: int) -> None:
     """The server's loop: one forked checker per socket received, until the grader goes."""
     import signal
 
+    from .student import _warm_up
+
+    torch.set_num_threads(1)  # no OpenMP threads before fork (a forked child would deadlock)
+    _warm_up("optim")  # an optimizer's first step imports ~800 modules: once here, not per checker
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     control = socket.socket(fileno=control_fd)
     while True:

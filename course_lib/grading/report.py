@@ -70,8 +70,8 @@ def exercise_result(result: ExerciseResult, ex, run, time_limit: float, memory_m
     elif run.status == "crashed":
         result.status = "crashed"
         result.messages.append(
-            "your code ended the process while this exercise ran (os._exit, a crash such as a segfault, or "
-            f"more memory than the {memory_mb} MB limit); the other exercises were graded in fresh processes")
+            "crashed: your code ended its process while this exercise ran (os._exit, a crash such as a segfault, "
+            f"or more memory than the {memory_mb} MB limit); the other exercises were graded in their own processes")
         result.fail_all(ex, "crashed")
     else:
         for err in run.errors:

@@ -36,6 +36,7 @@ __all__ = ["student_plan", "checker_plan", "student_names", "run_exercises", "Ex
 
 FILE_SIZE_MB = 256  # largest file the student's code may write
 _STATUSES = ("graded", "timed out", "crashed")
+_DEBUG = bool(os.environ.get("COURSE_GRADE_DEBUG"))  # timings of a grading's stages on stderr
 
 
 @dataclass
@@ -176,6 +177,7 @@ def run_exercises(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs:
                   sandbox: sandboxing.Sandbox | None, tmp: Path) -> RunOutcome:
     """Grade every exercise not in ``skip`` (rejected: judged as not run). See the module
     docstring; a student process that dies as a whole is restarted for the exercises left."""
+    _t0 = time.monotonic()
     names = [ex.name for ex in spec.exercises]
     todo = [n for n in names if n not in skip]
     runs: dict[str, ExerciseRun] = {n: ExerciseRun("rejected") for n in skip}
@@ -206,6 +208,8 @@ def run_exercises(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs:
                 for f in proc.frames(hard):
                     if not isinstance(f, dict):
                         break
+                    if _DEBUG:
+                        print(f"grade debug {time.monotonic() - _t0:7.2f} s: {str(f)[:100]}", file=sys.stderr)
                     if f.get("ready"):
                         ready = True
                     elif "start" in f:
@@ -242,6 +246,8 @@ def run_exercises(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs:
             runs.setdefault(n, ExerciseRun("crashed", why="not run"))
         flush()
         result = checker.finish(timeout=120 + 2 * time_limit * len(names))
+        if _DEBUG:
+            print(f"grade debug {time.monotonic() - _t0:7.2f} s: checker done", file=sys.stderr)
     finally:
         checker.close()
     if "fatal" in result:

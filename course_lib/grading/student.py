@@ -11,9 +11,10 @@ exercise, it forks a child that
 1. closes every descriptor but the pipe to the zygote (its answers go nowhere else), sets its
    resource limits and installs the seccomp filter (``lockdown``: no new processes, no signals
    or tracing of other processes);
-2. runs the notebook up to that exercise: the setup cells' bindings restored, the earlier
-   exercises' answers (their stubs where they crashed or ran out of time in their own child),
-   the earlier check cells in ``skip`` mode (for the names they define);
+2. runs the notebook up to that exercise: the earlier exercises' answers (their stubs where
+   they crashed or ran out of time in their own child), with the bindings of the trusted cells
+   between them restored (the zygote ran every setup and check cell once, the check cells in
+   ``skip`` mode, for the names they define);
 3. says it has started the exercise (its time budget starts then), runs the exercise's answer
    cells, then its check cells in ``student`` mode with the exercise's forbidden functions
    refused: each check calls the student's code and records the outcome as plain data;
@@ -104,6 +105,18 @@ def _bound_names(source: str) -> set[str]:
     return names
 
 
+def _warm_up(source: str) -> None:
+    """Pay once, before forking, the first-call costs the children would each pay: an
+    optimizer's first step imports about 800 modules (torch._dynamo and its dependencies)."""
+    import torch
+
+    if "optim" in source or "train" in source:
+        p = torch.zeros(2, requires_grad=True)
+        opt = torch.optim.AdamW([p], lr=0.1)
+        p.grad = torch.ones(2)
+        opt.step()
+
+
 def _error_line(exc: BaseException) -> str:
     from .checks import _clean
 
@@ -133,6 +146,10 @@ class Zygote:
 
     # ---------------------------------------------------------------- setup (trusted, once)
     def setup(self) -> None:
+        """Run the trusted cells once: the setup cells, then every check cell in ``skip`` mode
+        (their top-level code builds inputs and references; no student code is involved, as
+        the checker runs them with the student's names refusing to run). Each child restores
+        their bindings instead of rerunning them."""
         import torch
 
         from . import checks
@@ -146,9 +163,17 @@ class Zygote:
         os.dup2(devnull, 2)
         try:
             for cell in self.cells:
-                if cell["role"] == "setup":
-                    _run(cell["source"], f"<setup {cell['id']}>", self.ns)
-                    self.saved[cell["id"]] = {n: self.ns[n] for n in _bound_names(cell["source"]) if n in self.ns}
+                if cell["role"] not in ("setup", "check"):
+                    continue
+                checks.begin_cell(cell["id"])
+                try:
+                    _run(cell["source"], f"<{cell['role']} {cell['id']}>", self.ns)
+                except Exception:  # noqa: BLE001 - a check cell's error shows in its own exercise's child
+                    if cell["role"] == "setup":
+                        raise
+                self.saved[cell["id"]] = {n: self.ns[n] for n in _bound_names(cell["source"]) if n in self.ns}
+            _warm_up("".join(c["source"] for c in self.cells) + "".join(
+                src for e in self.plan["exercises"] for src in e["answers"]))
         finally:
             sys.stdout.flush()
             os.dup2(saved_out[0], 1)
@@ -294,10 +319,11 @@ class _Child:
                     except BaseException as exc:  # noqa: BLE001 - the student's error is reported, not fatal
                         if mine:
                             errors.append(_error_line(exc))
-            elif role == "check":
-                mine = owner == self.name
-                checks.set_mode("student" if mine else "skip")
-                guard.forbid_calls(ex.get("forbid", []) if mine else [])
+            elif role == "check" and owner != self.name:
+                ns.update(self.z.saved.get(cell["id"], {}))  # run once in the zygote (skip mode)
+            elif role == "check":  # this exercise's own checks: they call the student's code
+                checks.set_mode("student")
+                guard.forbid_calls(ex.get("forbid", []))
                 checks.begin_cell(cell["id"])
                 try:
                     _run(cell["source"], f"<check {cell['id']}>", ns)
