@@ -21,9 +21,10 @@ __all__ = ["no_new_processes", "confine", "supported"]
 # syscall numbers and audit architectures: linux/audit.h, asm/unistd_64.h, asm-generic/unistd.h
 _ARCH = {
     "x86_64": {"audit": 0xC000003E, "seccomp": 317, "deny": (57, 58), "clone": 56, "clone3": 435,
-               "others": (101, 200, 310, 311), "signal": (62, 234)},  # ptrace, tkill, process_vm_*; kill, tgkill
+               "others": (101, 200, 310, 311, 29, 64, 68),  # ptrace, tkill, process_vm_*, shmget, semget, msgget
+               "signal": (62, 234)},  # kill, tgkill
     "aarch64": {"audit": 0xC00000B7, "seccomp": 277, "deny": (), "clone": 220, "clone3": 435,
-                "others": (117, 130, 270, 271), "signal": (129, 131)},
+                "others": (117, 130, 270, 271, 194, 190, 186), "signal": (129, 131)},
 }
 _CLONE_THREAD = 0x00010000
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -80,9 +81,10 @@ def no_new_processes() -> bool:
 
 
 def confine() -> bool:
-    """``no_new_processes`` and, in the same filter, no ``ptrace``/``process_vm_*`` and no
-    signals to any other process (a grading child cannot stop or inspect the zygote that
-    forked it, nor its siblings)."""
+    """``no_new_processes`` and, in the same filter, no ``ptrace``/``process_vm_*``, no signals
+    to any other process (a grading child cannot stop or inspect the zygote that forked it),
+    and no System V IPC objects (they would outlive the child, in a sandbox that serves the
+    next submission)."""
     return _install(os.getpid())
 
 

@@ -15,11 +15,13 @@ exercise and the checker's verdicts.
 from __future__ import annotations
 
 import ast
+import atexit
 import os
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,37 +111,49 @@ def _host_env(threads: int | None) -> dict[str, str]:
 
 
 class _StudentProcess:
-    """One start of the student's zygote (sandboxed where ``sandbox`` is given)."""
+    """One sandbox (or, unsandboxed, one process) serving submission after submission (see
+    ``student.serve``): started once, reused by one grading at a time."""
 
-    def __init__(self, plan: dict, sandbox: sandboxing.Sandbox | None, threads: int | None, workdir: Path) -> None:
+    def __init__(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> None:
         plan_r, plan_w = os.pipe()
         out_r, out_w = os.pipe()
         argv = [sys.executable, "-m", "course_lib.grading.student", str(plan_r), str(out_w)]
+        self.workdir = None
         if sandbox is not None:
             cmd = sandboxing.command(sandbox, argv, {}, sandboxing.inner_env(threads))
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+            cwd = None
         else:
-            cmd, env = argv, _host_env(threads)
+            import tempfile
+
+            self.workdir = tempfile.mkdtemp(prefix="course-grade-student-")
+            cmd, env, cwd = argv, {**_host_env(threads), "COURSE_SCRATCH": self.workdir}, self.workdir
         try:
-            self.proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                          start_new_session=True, pass_fds=(plan_r, out_w))
         finally:
             os.close(plan_r)
             os.close(out_w)
+        self.plan_w, self.out_r = plan_w, out_r
         self.reader = FrameBuffer(out_r)
-        self.out_r = out_r
+
+    def submit(self, plan: dict) -> bool:
         try:
-            write_frame(plan_w, plan)
-        except BrokenPipeError:
-            pass
-        finally:
-            os.close(plan_w)
+            write_frame(self.plan_w, plan)
+            return True
+        except OSError:
+            return False
 
     def frames(self, deadline: float):
-        """Yield the zygote's messages until it ends, or the deadline passes (then stop it)."""
+        """Yield this submission's messages until the sandbox says it is idle again (then
+        ``self.idle`` is True), it ends, or the deadline passes."""
+        self.idle = False
         while True:
             for f in self.reader.frames():
+                if isinstance(f, dict) and f.get("idle"):
+                    self.idle = True
+                    return
                 yield f
             if self.reader.eof:
                 return
@@ -161,8 +175,53 @@ class _StudentProcess:
             _, err = self.proc.communicate(timeout=10)
         except (subprocess.TimeoutExpired, ValueError):
             pass
-        os.close(self.out_r)
+        for fd in (self.plan_w, self.out_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.workdir:
+            import shutil
+
+            shutil.rmtree(self.workdir, ignore_errors=True)
         return (err or b"").decode(errors="replace")[-3000:]
+
+
+class _Pool:
+    """Idle sandboxes by (sandbox, threads): a grading takes one (or starts one) and gives it
+    back when the sandbox said it is idle again; a sandbox that misbehaved is stopped."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: dict[tuple, list[_StudentProcess]] = {}
+        atexit.register(self.close)
+
+    def take(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> _StudentProcess:
+        with self.lock:
+            free = self.idle.get((sandbox, threads), [])
+            while free:
+                proc = free.pop()
+                if proc.proc.poll() is None:
+                    return proc
+                proc.stop()
+        return _StudentProcess(sandbox, threads)
+
+    def give_back(self, proc: _StudentProcess, sandbox, threads, healthy: bool) -> str:
+        if healthy and proc.proc.poll() is None:
+            with self.lock:
+                self.idle.setdefault((sandbox, threads), []).append(proc)
+            return ""
+        return proc.stop()
+
+    def close(self) -> None:
+        with self.lock:
+            procs = [p for ps in self.idle.values() for p in ps]
+            self.idle.clear()
+        for p in procs:
+            p.stop()
+
+
+_POOL = _Pool()
 
 
 def _clean_errors(errors) -> list[str]:
@@ -199,12 +258,13 @@ def run_exercises(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs:
             passes += 1
             left = [n for n in todo if n not in runs]
             plan = student_plan(sol, spec, answers, stubs, left, stubbed | skip, time_limit, memory_mb, threads)
-            workdir = Path(tmp) / f"pass{passes}"
-            workdir.mkdir(parents=True, exist_ok=True)
-            proc = _StudentProcess(plan, sandbox, threads, workdir)
+            proc = _POOL.take(sandbox, threads)
             hard = time.monotonic() + 240 + 2.5 * time_limit * len(left)
-            ready, current = False, None
+            ready, current, err = False, None, ""
+            healthy = False
             try:
+                if not proc.submit(plan):
+                    raise GraderError("the student's sandbox could not be started:\n" + proc.stop())
                 for f in proc.frames(hard):
                     if not isinstance(f, dict):
                         break
@@ -225,12 +285,11 @@ def run_exercises(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs:
                             stubbed.add(current)
                         current = None
                         flush()
-                    elif f.get("done"):
-                        break
             except ValueError:  # a malformed frame: the sandbox is treated as crashed
                 pass
             finally:
-                err = proc.stop()
+                healthy = proc.idle
+                err = _POOL.give_back(proc, sandbox, threads, healthy)
             if not ready:
                 raise GraderError(f"the student's process did not finish the trusted setup cells:\n{err}")
             if current is not None:  # the whole process died during this exercise

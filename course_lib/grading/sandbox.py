@@ -112,7 +112,7 @@ def inner_env(threads: int | None) -> dict[str, str]:
     env = {
         "PYTHONPATH": str(Path(course_lib.__file__).resolve().parents[1]),
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
-        "HOME": f"{SCRATCH}/home", "TMPDIR": f"{SCRATCH}/tmp", "LANG": "C.UTF-8",
+        "HOME": f"{SCRATCH}/home", "TMPDIR": f"{SCRATCH}/tmp", "LANG": "C.UTF-8", "COURSE_SCRATCH": SCRATCH,
         "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
         "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{SCRATCH}/home/.mpl",
         "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",

@@ -3,8 +3,11 @@ torch; it runs inside the bubblewrap sandbox, see ``sandbox``).
 
     python -m course_lib.grading.student IN_FD OUT_FD
 
-The zygote reads the plan (``runner.student_plan``) from ``IN_FD``, imports torch and runs the
-notebook's trusted setup cells once, on one thread (so that OpenMP is not started: a process
+A sandbox is started once per grader thread and serves one submission after another
+(``serve``): its base process imports torch and pays the first-call costs once, then reads a
+plan (``runner.student_plan``) from ``IN_FD`` and forks a zygote for that submission, waits for
+it, wipes the scratch folder and says it is idle. The zygote runs the notebook's trusted setup
+cells once, on one thread (so that OpenMP is not started: a process
 that forks after OpenMP has started its threads deadlocks in the child). Then, for each
 exercise, it forks a child that
 
@@ -337,17 +340,69 @@ class _Child:
         return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .wire import read_frame
+def _wipe(scratch: str | None) -> None:
+    """Empty the scratch folder between two submissions (the next one never sees a file the
+    last one left), keeping its ``home`` and ``tmp`` folders."""
+    import shutil
 
+    if not scratch or not os.path.isdir(scratch):
+        return
+    for top in (scratch, os.path.join(scratch, "home"), os.path.join(scratch, "tmp"), "/dev/shm"):
+        if not os.path.isdir(top) or not os.access(top, os.W_OK):
+            continue
+        for entry in os.scandir(top):
+            if top == scratch and entry.name in ("home", "tmp"):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def serve(in_fd: int, out_fd: int) -> int:
+    """The sandbox's long-lived base: torch imported and warmed up once, then one forked
+    zygote per submission (plan), each ending with an ``idle`` message once it and its children
+    are gone and the scratch folder is wiped. The base never runs a notebook's code itself."""
+    import torch
+
+    from . import checks, guard, lockdown, wire  # noqa: F401 - imported once, before forking
+    from .wire import read_frame, write_frame
+
+    torch.set_num_threads(1)
+    _warm_up("optim")
+    scratch = os.environ.get("COURSE_SCRATCH")
+    while True:
+        try:
+            plan = read_frame(in_fd)
+        except ValueError:
+            return 1
+        if plan is None:
+            return 0
+        pid = os.fork()
+        if pid == 0:  # this submission's zygote: never returns
+            code = 1
+            try:
+                os.close(in_fd)
+                z = Zygote(plan, out_fd)
+                z.setup()
+                z.run_all()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            write_frame(out_fd, {"ended": status})
+        _wipe(scratch)
+        write_frame(out_fd, {"idle": True})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``IN_FD OUT_FD``: serve plans until the grader closes ``IN_FD``."""
     argv = sys.argv[1:] if argv is None else argv
-    in_fd, out_fd = int(argv[0]), int(argv[1])
-    plan = read_frame(in_fd)
-    os.close(in_fd)
-    z = Zygote(plan, out_fd)
-    z.setup()
-    z.run_all()
-    return 0
+    return serve(int(argv[0]), int(argv[1]))
 
 
 if __name__ == "__main__":
