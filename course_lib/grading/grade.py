@@ -1,4 +1,4 @@
-"""Grade a saved exercise notebook against its solution notebook, with nbval.
+"""Grade a saved exercise notebook against its solution notebook.
 
     course-grade exercises/04_attention.ipynb                 # one submission
     course-grade --batch submissions/ --out grades/           # a class, in parallel, sandboxed
@@ -6,18 +6,18 @@
     (or python -m course_lib.grading.grade ...; needs the ``grading`` extra)
 
 Only the student's answer code is taken from the submission (every code cell between the
-trusted cells around each answer); it replaces the solution code in a copy of the solution
-notebook, whose trusted setup and check cells (and their stored outputs, the reference) are
-used as they are. ``pytest --nbval`` runs that copy in a fresh kernel, in a bubblewrap sandbox
-where there is one (``sandbox``), with a time limit per exercise and memory/file-size limits; a
-crashed kernel is restarted and the remaining exercises are graded in a new pass. Answers are
-linted first (``lint``: friendly, early rejection); the check helpers refuse the functions an
-exercise forbids while the student's code runs (``guard``).
+trusted cells around each answer); the solution notebook's own setup and check cells are used
+as they are. The student's code runs in a bubblewrap sandbox where there is one (``sandbox``),
+one fresh process per exercise (``student``), with one time budget per exercise and memory and
+file-size limits, and hands back plain data; a trusted checker process (``checker``), which
+never runs student code, judges it. Answers are linted first (``lint``: friendly, early
+rejection); the check helpers refuse the functions an exercise forbids while the student's code
+runs (``guard``).
 
 One grading is a pipeline of stages, each a function a test can call alone::
 
     load (submission, solution, spec) -> splice (answers: extract, lint, stubs)
-      -> run (nbval passes, crash recovery) -> collect (verdicts) -> report (score, JSON)
+      -> run (student's process + checker) -> collect (verdicts) -> report (score, JSON)
 
 Exit codes: 0 every check passed; 1 some check failed; 2 the notebook could not be read;
 3 grader error (or ``--batch`` without a sandbox and without ``--unsafe-no-sandbox``). The
@@ -301,7 +301,7 @@ def _say(text: str, file=None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="course-grade", description="Grade exercise notebooks with nbval.")
+    ap = argparse.ArgumentParser(prog="course-grade", description="Grade exercise notebooks against their solutions.")
     ap.add_argument("notebook", nargs="?", help="the saved exercise notebook to grade")
     ap.add_argument("--batch", metavar="DIR", help="grade every .ipynb under DIR in parallel (sandboxed)")
     ap.add_argument("--out", metavar="DIR", help="batch: where reports and gradebook.csv go (default DIR/_grades)")
