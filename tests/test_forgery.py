@@ -79,6 +79,8 @@ def test_wire_refuses_deep_nesting_and_objects():
         wire.encode(torch.nn.Linear(2, 2))
     with pytest.raises(wire.Unsendable):
         wire.encode(lambda: 0)
+    with pytest.raises(wire.Unsendable, match="MB of tensor data"):
+        wire.encode([torch.zeros(wire.MAX_VALUE_BYTES // 8), torch.zeros(wire.MAX_VALUE_BYTES // 8 + 1)])
 
 
 # --------------------------------------------------------------------------- the modes

@@ -50,8 +50,13 @@ class Unsendable(TypeError):
 
 
 # --------------------------------------------------------------------------- encoding (student side)
-def encode(value: Any, _depth: int = 0) -> Any:
-    """JSON-able plain data for ``value``; :class:`Unsendable` for anything else."""
+MAX_VALUE_BYTES = 16 * 1024 * 1024  # tensor bytes in one check's value
+
+
+def encode(value: Any, _depth: int = 0, _budget: list[int] | None = None) -> Any:
+    """JSON-able plain data for ``value``; :class:`Unsendable` for anything else, or for more
+    than ``MAX_VALUE_BYTES`` of tensor data."""
+    budget = [MAX_VALUE_BYTES] if _budget is None else _budget
     if _depth > MAX_DEPTH:
         raise Unsendable(f"nested more than {MAX_DEPTH} levels deep")
     if value is None or isinstance(value, (bool, str)):
@@ -70,6 +75,9 @@ def encode(value: Any, _depth: int = 0) -> Any:
         t = value.detach().cpu().contiguous()
         if t.dtype not in _NAMES:
             raise Unsendable(f"a tensor of dtype {t.dtype}")
+        budget[0] -= t.numel() * t.element_size()
+        if budget[0] < 0:
+            raise Unsendable(f"more than {MAX_VALUE_BYTES // 2**20} MB of tensor data")
         raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         return {"t": "tensor", "dtype": _NAMES[t.dtype], "shape": [int(d) for d in t.shape],
                 "data": base64.b64encode(raw).decode("ascii")}
@@ -77,21 +85,21 @@ def encode(value: Any, _depth: int = 0) -> Any:
         import numpy as np
 
         if isinstance(value, np.ndarray):
-            return encode(torch.from_numpy(np.ascontiguousarray(value)), _depth)
+            return encode(torch.from_numpy(np.ascontiguousarray(value)), _depth, budget)
         if isinstance(value, np.bool_):
             return bool(value)
         if isinstance(value, np.integer):
-            return encode(int(value), _depth)
+            return encode(int(value), _depth, budget)
         if isinstance(value, np.floating):
-            return encode(float(value), _depth)
+            return encode(float(value), _depth, budget)
     if isinstance(value, (list, tuple)):
-        return {"t": "tuple" if isinstance(value, tuple) else "list", "v": [encode(v, _depth + 1) for v in value]}
+        return {"t": "tuple" if isinstance(value, tuple) else "list", "v": [encode(v, _depth + 1, budget) for v in value]}
     if isinstance(value, dict):
         keys = list(value)
         if not all(_plain_key(k) for k in keys):
             raise Unsendable("a dict whose keys are not strings, numbers or tuples of them")
-        return {"t": "dict", "k": [encode(k, _depth + 1) for k in keys],
-                "v": [encode(value[k], _depth + 1) for k in keys]}
+        return {"t": "dict", "k": [encode(k, _depth + 1, budget) for k in keys],
+                "v": [encode(value[k], _depth + 1, budget) for k in keys]}
     raise Unsendable(f"a {type(value).__name__}")
 
 
