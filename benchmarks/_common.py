@@ -1,5 +1,6 @@
 """What the benchmark scripts share: writing their results file. (Run the scripts from the
 repository root as ``python benchmarks/NAME.py``: Python puts this folder on the path.)"""
+
 from __future__ import annotations
 
 import json

@@ -18,6 +18,7 @@ Attention weights: every attention layer returns only its output; a layer whose
 ``keep_weights`` is True keeps its last weights in ``attn_weights`` (the same mechanism as
 ``course_lib.attention.MultiHeadAttention``). ``MiniGPT.attention_maps(idx)`` collects them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,13 +30,33 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import (LearnedPositionalEmbedding, apply_rope, keep_attention_weights, merge_heads,
-                        scaled_dot_product_attention, split_heads)
+from .attention import (
+    LearnedPositionalEmbedding,
+    apply_rope,
+    keep_attention_weights,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 from .generate import generate as _generate
 
-__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "MiniGPT", "KVCache", "LayerKV",
-           "TorchEncoderGPT", "flops_per_token", "kv_cache_bytes", "to_grouped_query", "load_pretrained", "load_pretrained_info", "export_pretrained",
-           "PRETRAINED"]
+__all__ = [
+    "GPTConfig",
+    "CausalSelfAttention",
+    "MLP",
+    "Block",
+    "MiniGPT",
+    "KVCache",
+    "LayerKV",
+    "TorchEncoderGPT",
+    "flops_per_token",
+    "kv_cache_bytes",
+    "to_grouped_query",
+    "load_pretrained",
+    "load_pretrained_info",
+    "export_pretrained",
+    "PRETRAINED",
+]
 
 ATTENTION_KINDS = ("fused", "course_lib")
 POSITION_KINDS = ("learned", "rope")
@@ -83,7 +104,9 @@ class GPTConfig:
             if name in ("vocab_size", "n_kv_heads") and getattr(self, name) is None:
                 continue
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"GPTConfig: {name} must be a positive integer; got {getattr(self, name)}.")
+                raise ValueError(
+                    f"GPTConfig: {name} must be a positive integer; got {getattr(self, name)}."
+                )
         if self.d_model % self.n_head:
             raise ValueError(
                 f"GPTConfig: d_model={self.d_model} must be divisible by n_head={self.n_head} "
@@ -97,12 +120,15 @@ class GPTConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPTConfig: dropout must lie in [0, 1); got {self.dropout}.")
         if self.attention not in ATTENTION_KINDS:
-            raise ValueError(f"GPTConfig: attention must be one of {ATTENTION_KINDS}; got {self.attention!r}.")
+            raise ValueError(
+                f"GPTConfig: attention must be one of {ATTENTION_KINDS}; got {self.attention!r}."
+            )
         if self.pos not in POSITION_KINDS:
             raise ValueError(f"GPTConfig: pos must be one of {POSITION_KINDS}; got {self.pos!r}.")
         if self.pos == "rope" and (self.d_model // self.n_head) % 2:
             raise ValueError(
-                f"GPTConfig: pos='rope' rotates pairs of dimensions, so head_dim = d_model // n_head "
+                "GPTConfig: pos='rope' rotates pairs of dimensions, so head_dim = d_model // "
+                "n_head "
                 f"must be even; got {self.d_model // self.n_head}."
             )
         if self.rope_base <= 1:
@@ -127,15 +153,28 @@ class GPTConfig:
 
 def _require_vocab(cfg: GPTConfig) -> None:
     if cfg.vocab_size is None:
-        raise ValueError("GPTConfig.vocab_size is not set: build the model from cfg.with_vocab(tokenizer.vocab_size).")
+        raise ValueError(
+            "GPTConfig.vocab_size is not set: build the model from "
+            "cfg.with_vocab(tokenizer.vocab_size)."
+        )
 
 
-def kv_cache_bytes(n_layer: int, n_kv_heads: int, head_dim: int, tokens: int = 1, batch: int = 1,
-                   bytes_per_value: int = 4) -> int:
+def kv_cache_bytes(
+    n_layer: int,
+    n_kv_heads: int,
+    head_dim: int,
+    tokens: int = 1,
+    batch: int = 1,
+    bytes_per_value: int = 4,
+) -> int:
     """Bytes a KV cache holds: 2 (a key and a value) x n_kv_heads x head_dim x bytes_per_value
     per token per layer, times n_layer x tokens x batch (bytes_per_value: 4 float32, 2 bf16)."""
-    for name, v in (("n_layer", n_layer), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
-                    ("bytes_per_value", bytes_per_value)):
+    for name, v in (
+        ("n_layer", n_layer),
+        ("n_kv_heads", n_kv_heads),
+        ("head_dim", head_dim),
+        ("bytes_per_value", bytes_per_value),
+    ):
         if int(v) < 1:
             raise ValueError(f"kv_cache_bytes: {name} must be a positive integer; got {v}.")
     if tokens < 0 or batch < 0:
@@ -194,7 +233,9 @@ class KVCache:
             layer.crop(n)
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for l in self.layers for t in (l.k, l.v) if t is not None)
+        return sum(
+            t.numel() * t.element_size() for l in self.layers for t in (l.k, l.v) if t is not None
+        )
 
 
 class CausalSelfAttention(nn.Module):
@@ -219,18 +260,30 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.n_head, self.n_kv, self.d_model, self.kind = cfg.n_head, cfg.kv_heads, cfg.d_model, cfg.attention
+        self.n_head, self.n_kv, self.d_model, self.kind = (
+            cfg.n_head,
+            cfg.kv_heads,
+            cfg.d_model,
+            cfg.attention,
+        )
         self.head_dim, self.causal = cfg.head_dim, cfg.causal
         self.rope_base = cfg.rope_base if cfg.pos == "rope" else None
-        self.qkv = nn.Linear(cfg.d_model, cfg.d_model + 2 * self.n_kv * self.head_dim, bias=cfg.bias)
+        self.qkv = nn.Linear(
+            cfg.d_model, cfg.d_model + 2 * self.n_kv * self.head_dim, bias=cfg.bias
+        )
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.dropout = cfg.dropout
         self.resid_drop = nn.Dropout(cfg.dropout)
         self.keep_weights = False
         self.attn_weights: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, kv: LayerKV | None = None,
-                positions: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        kv: LayerKV | None = None,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         B, T, d = x.shape
         kv_dim = self.n_kv * self.head_dim
         q, k, v = self.qkv(x).split([d, kv_dim, kv_dim], dim=2)  # (B, T, d), 2 x (B, T, kv_dim)
@@ -239,30 +292,45 @@ class CausalSelfAttention(nn.Module):
         if self.rope_base is not None:
             if positions is None:
                 positions = torch.arange(T)
-            q = apply_rope(q, positions, self.rope_base)  # rotated by position: scores see only offsets
+            # rotated by position: scores see only offsets
+            q = apply_rope(q, positions, self.rope_base)
             k = apply_rope(k, positions, self.rope_base)
         T_past = 0
         if kv is not None:
             T_past = len(kv)
-            k, v = kv.update(k, v)  # (B, n_kv, T_past + T, head_dim): only the new tokens were computed
+            # (B, n_kv, T_past + T, head_dim): only the new tokens were computed
+            k, v = kv.update(k, v)
         if self.n_kv != self.n_head:
             # each key/value head serves n_head // n_kv query heads (Llama's repeat_kv)
             k = k.repeat_interleave(self.n_head // self.n_kv, dim=1)  # (B, n_head, T_k, head_dim)
             v = v.repeat_interleave(self.n_head // self.n_kv, dim=1)
         T_k = k.shape[2]
         allowed = mask
-        if self.causal and (T_past > 0 or mask is not None or self.kind == "course_lib" or self.keep_weights):
+        if self.causal and (
+            T_past > 0 or mask is not None or self.kind == "course_lib" or self.keep_weights
+        ):
             # query i sits at position T_past + i and may see keys 0 .. T_past + i
-            tri = torch.arange(T, device=x.device)[:, None] + T_past >= torch.arange(T_k, device=x.device)[None, :]  # (T, T_k)
+            # (T, T_k)
+            tri = (
+                torch.arange(T, device=x.device)[:, None] + T_past
+                >= torch.arange(T_k, device=x.device)[None, :]
+            )
             allowed = tri if mask is None else tri & mask
         if self.kind == "course_lib" or self.keep_weights:
             if self.training and self.dropout > 0:
-                raise ValueError("CausalSelfAttention: attention dropout is only implemented on the fused path.")
-            out, weights = scaled_dot_product_attention(q, k, v, allowed)  # (B, n_head, T, head_dim)
+                raise ValueError(
+                    "CausalSelfAttention: attention dropout is only implemented on the fused path."
+                )
+            # (B, n_head, T, head_dim)
+            out, weights = scaled_dot_product_attention(q, k, v, allowed)
             self.attn_weights = weights.detach() if self.keep_weights else None
         else:
             out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=allowed, is_causal=self.causal and allowed is None,
+                q,
+                k,
+                v,
+                attn_mask=allowed,
+                is_causal=self.causal and allowed is None,
                 dropout_p=self.dropout if self.training else 0.0,
             )  # (B, n_head, T, head_dim)
         return self.resid_drop(self.proj(merge_heads(out)))  # (B, T, d)
@@ -296,9 +364,15 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, kv: LayerKV | None = None,
-                positions: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x), mask, kv, positions)  # (B, T, d): the residual stream carries everything forward
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        kv: LayerKV | None = None,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        # (B, T, d): the residual stream carries everything forward
+        x = x + self.attn(self.ln1(x), mask, kv, positions)
         return x + self.mlp(self.ln2(x))  # (B, T, d)
 
 
@@ -338,12 +412,17 @@ class MiniGPT(nn.Module):
         _require_vocab(cfg)
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model) if cfg.pos == "learned" else None
+        self.pos_emb = (
+            LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
+            if cfg.pos == "learned"
+            else None
+        )
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
+        # weight tying: one matrix reads and writes tokens
+        self.lm_head.weight = self.tok_emb.weight
         self.apply(gpt_init_)
         scale_residual_projections_(self, cfg.n_layer)
 
@@ -360,9 +439,13 @@ class MiniGPT(nn.Module):
         """An empty KV cache for ``forward(..., cache=...)`` (one slot per layer)."""
         return KVCache(self.cfg.n_layer)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None):
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None
+    ):
         if idx.dim() != 2:
-            raise ValueError(f"MiniGPT: idx must be (B, T) token ids; got shape {tuple(idx.shape)}.")
+            raise ValueError(
+                f"MiniGPT: idx must be (B, T) token ids; got shape {tuple(idx.shape)}."
+            )
         T = idx.shape[1]
         past = 0 if cache is None else len(cache)
         if past + T > self.cfg.block_size:
@@ -376,7 +459,8 @@ class MiniGPT(nn.Module):
         if self.pos_emb is not None:
             x = self.pos_emb(x, start)  # (B, T, d): token vector + position vector
         else:
-            positions = torch.arange(start, start + T)  # (T,): RoPE rotates q and k inside attention
+            # (T,): RoPE rotates q and k inside attention
+            positions = torch.arange(start, start + T)
         x = self.drop(x)
         layers = [None] * len(self.blocks) if cache is None else cache.layers
         for block, kv in zip(self.blocks, layers):
@@ -431,14 +515,22 @@ class TorchEncoderGPT(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
         layer = nn.TransformerEncoderLayer(
-            cfg.d_model, cfg.n_head, dim_feedforward=4 * cfg.d_model, dropout=cfg.dropout,
-            activation="gelu", batch_first=True, norm_first=True, bias=cfg.bias,
+            cfg.d_model,
+            cfg.n_head,
+            dim_feedforward=4 * cfg.d_model,
+            dropout=cfg.dropout,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+            bias=cfg.bias,
         )
         self.encoder = nn.TransformerEncoder(layer, cfg.n_layer, enable_nested_tensor=False)
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight
-        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(cfg.block_size), persistent=False)
+        self.register_buffer(
+            "mask", nn.Transformer.generate_square_subsequent_mask(cfg.block_size), persistent=False
+        )
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -461,7 +553,10 @@ def to_grouped_query(model: MiniGPT, n_kv_heads: int) -> MiniGPT:
     """
     cfg = model.cfg
     if cfg.kv_heads != cfg.n_head:
-        raise ValueError("to_grouped_query: the model already has grouped key/value heads; start from multi-head attention.")
+        raise ValueError(
+            "to_grouped_query: the model already has grouped key/value heads; start from "
+            "multi-head attention."
+        )
     new_cfg = replace(cfg, n_kv_heads=n_kv_heads)  # validates that n_kv_heads divides n_head
     out = MiniGPT(new_cfg)
     state = model.state_dict()
@@ -472,7 +567,11 @@ def to_grouped_query(model: MiniGPT, n_kv_heads: int) -> MiniGPT:
             if key not in state:
                 continue
             q, k, v = state[key].split(d)  # (d, ...) each: the rows of Q, K and V
-            pool = lambda t: t.reshape(n_kv_heads, group, hd, *t.shape[1:]).mean(dim=1).reshape(n_kv_heads * hd, *t.shape[1:])
+            pool = lambda t: (
+                t.reshape(n_kv_heads, group, hd, *t.shape[1:])
+                .mean(dim=1)
+                .reshape(n_kv_heads * hd, *t.shape[1:])
+            )
             state[key] = torch.cat([q, pool(k), pool(v)])  # (d + 2 n_kv hd, ...)
     out.load_state_dict(state)
     return out.train(model.training)
@@ -510,16 +609,22 @@ def load_pretrained_info(name: str = "chapter", verify: bool = True) -> dict:
     """The raw checkpoint dict of a pretrained model (config, vocab_size, model, tokenizer,
     val_loss, command); see ``load_pretrained``."""
     if name not in PRETRAINED:
-        raise ValueError(f"load_pretrained: unknown model {name!r}; available: {sorted(PRETRAINED)}.")
+        raise ValueError(
+            f"load_pretrained: unknown model {name!r}; available: {sorted(PRETRAINED)}."
+        )
     path = PRETRAINED[name]
     if not path.exists():
-        raise ValueError(f"load_pretrained: {path} is missing; reinstall course_lib from the repository.")
+        raise ValueError(
+            f"load_pretrained: {path} is missing; reinstall course_lib from the repository."
+        )
     if verify:
         want = path.with_suffix(".sha256").read_text().split()[0]
         got = _sha256(path)
         if got != want:
-            raise ValueError(f"load_pretrained: {path} has sha256 {got}, expected {want}: the file is damaged "
-                             "(or a Git LFS pointer); fetch it again from the repository.")
+            raise ValueError(
+                f"load_pretrained: {path} has sha256 {got}, expected {want}: the file is damaged "
+                "(or a Git LFS pointer); fetch it again from the repository."
+            )
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
@@ -530,7 +635,10 @@ def export_pretrained(trainer_checkpoint: str | Path, out: str | Path) -> str:
     state = torch.load(trainer_checkpoint, map_location="cpu", weights_only=False)
     history = state.get("history") or {}
     if not history.get("val"):
-        raise ValueError(f"export_pretrained: {trainer_checkpoint} has no validation history; train with evaluation on.")
+        raise ValueError(
+            f"export_pretrained: {trainer_checkpoint} has no validation history; train with "
+            "evaluation on."
+        )
     keep = {
         "config": state["config"],
         "vocab_size": state["vocab_size"],

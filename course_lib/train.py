@@ -27,6 +27,7 @@ checkpoints hold CPU tensors, so a checkpoint from a GPU loads anywhere::
 
     python -m course_lib.train --config course_lib/configs/gpu.json --device auto
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,13 +43,31 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .data import (BatchSampler, CharTokenizer, encode_splits, shakespeare_splits, split_text, synthetic_corpus,
-                   tokenizer_from_state)
+from .data import (
+    BatchSampler,
+    CharTokenizer,
+    encode_splits,
+    shakespeare_splits,
+    split_text,
+    synthetic_corpus,
+    tokenizer_from_state,
+)
 from .model import GPTConfig, MiniGPT, flops_per_token
 from .schedule import warmup_cosine
 
-__all__ = ["TrainConfig", "History", "Trainer", "make_optimizer", "load_config", "load_model", "run", "main",
-           "resolve_device", "resolve_precision", "ddp_backend"]
+__all__ = [
+    "TrainConfig",
+    "History",
+    "Trainer",
+    "make_optimizer",
+    "load_config",
+    "load_model",
+    "run",
+    "main",
+    "resolve_device",
+    "resolve_precision",
+    "ddp_backend",
+]
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -56,7 +75,9 @@ AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def _check_device_name(name: str) -> None:
     kind, _, index = str(name).partition(":")
-    if kind not in ("auto", "cpu", "cuda", "mps") or (index and (kind != "cuda" or not index.isdigit())):
+    if kind not in ("auto", "cpu", "cuda", "mps") or (
+        index and (kind != "cuda" or not index.isdigit())
+    ):
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'; got {name!r}.")
 
 
@@ -79,16 +100,22 @@ def resolve_device(name: str | torch.device = "auto", local_rank: int = 0) -> to
             name = "cpu"
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ValueError(f"device {name!r} was asked for, but PyTorch sees no CUDA GPU "
-                             "(torch.cuda.is_available() is False); use device 'auto' or 'cpu'.")
+            raise ValueError(
+                f"device {name!r} was asked for, but PyTorch sees no CUDA GPU "
+                "(torch.cuda.is_available() is False); use device 'auto' or 'cpu'."
+            )
         index = int(name.partition(":")[2] or local_rank)
         if index >= torch.cuda.device_count():
-            raise ValueError(f"device cuda:{index} does not exist: this machine has {torch.cuda.device_count()} "
-                             "GPU(s); start torchrun with --nproc_per_node at most the number of GPUs.")
+            raise ValueError(
+                f"device cuda:{index} does not exist: this machine has {torch.cuda.device_count()} "
+                "GPU(s); start torchrun with --nproc_per_node at most the number of GPUs."
+            )
         return torch.device("cuda", index)
     if name == "mps" and not torch.backends.mps.is_available():
-        raise ValueError("device 'mps' was asked for, but torch.backends.mps.is_available() is False; "
-                         "use device 'auto' or 'cpu'.")
+        raise ValueError(
+            "device 'mps' was asked for, but torch.backends.mps.is_available() is False; "
+            "use device 'auto' or 'cpu'."
+        )
     return torch.device(name)
 
 
@@ -109,7 +136,9 @@ def resolve_precision(name: str, device: torch.device) -> str:
             return "fp32"
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     if name == "bf16" and cuda and not torch.cuda.is_bf16_supported():
-        raise ValueError("precision 'bf16': this GPU has no bfloat16 support; use 'fp16' or 'auto'.")
+        raise ValueError(
+            "precision 'bf16': this GPU has no bfloat16 support; use 'fp16' or 'auto'."
+        )
     return name
 
 
@@ -148,7 +177,9 @@ def _set_device_rng_state(device: torch.device, state: torch.Tensor | None) -> N
         torch.mps.set_rng_state(state)
 
 
-def move_batch(x: torch.Tensor, y: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def move_batch(
+    x: torch.Tensor, y: torch.Tensor, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """x, y (B, T) from the CPU sampler onto ``device``. To a CUDA GPU through pinned
     (page-locked) memory with ``non_blocking``: the copy overlaps the GPU's work. On the CPU
     nothing moves."""
@@ -183,35 +214,47 @@ class TrainConfig:
     eval_batch_size: int = 64
     seed: int = 1337
     corpus: str = "shakespeare"  # or "synthetic" (the tiny test corpus)
-    tokenizer: str = "char"  # or "bpe-N": byte-level BPE with N tokens learned on the training split (Ch. 9)
+    # or "bpe-N": byte-level BPE with N tokens learned on the training split (Ch. 9)
+    tokenizer: str = "char"
     val_fraction: float = 0.1
     threads: int | None = None
     name: str = "run"
     # hardware: see resolve_device and resolve_precision
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:N", "mps"
     precision: str = "auto"  # "auto", "fp32", "bf16", "fp16"
-    compile: bool = False  # torch.compile the model (minutes of compiling; pays off on long GPU runs)
+    # torch.compile the model (minutes of compiling; pays off on long GPU runs)
+    compile: bool = False
 
     def __post_init__(self):
         if isinstance(self.model, dict):
             self.model = _model_from_dict(self.model)
         if self.max_steps < 1 or self.batch_size < 1 or self.eval_interval < 1:
-            raise ValueError("TrainConfig: max_steps, batch_size and eval_interval must be positive.")
+            raise ValueError(
+                "TrainConfig: max_steps, batch_size and eval_interval must be positive."
+            )
         if not 0 <= self.warmup_steps <= self.max_steps:
             raise ValueError(
-                f"TrainConfig: warmup_steps must lie in [0, max_steps={self.max_steps}]; got {self.warmup_steps}."
+                f"TrainConfig: warmup_steps must lie in [0, max_steps={self.max_steps}]; got "
+                f"{self.warmup_steps}."
             )
         if self.corpus not in ("shakespeare", "synthetic"):
-            raise ValueError(f"TrainConfig: corpus must be 'shakespeare' or 'synthetic'; got {self.corpus!r}.")
+            raise ValueError(
+                f"TrainConfig: corpus must be 'shakespeare' or 'synthetic'; got {self.corpus!r}."
+            )
         if self.tokenizer != "char" and bpe_vocab_size(self.tokenizer) is None:
-            raise ValueError(f"TrainConfig: tokenizer must be 'char' or 'bpe-N' with N >= 257 (e.g. 'bpe-1024'); "
-                             f"got {self.tokenizer!r}.")
+            raise ValueError(
+                "TrainConfig: tokenizer must be 'char' or 'bpe-N' with N >= 257 (e.g. "
+                "'bpe-1024'); "
+                f"got {self.tokenizer!r}."
+            )
         try:
             _check_device_name(self.device)
         except ValueError as e:
             raise ValueError(f"TrainConfig: {e}") from None
         if self.precision not in PRECISIONS:
-            raise ValueError(f"TrainConfig: precision must be one of {PRECISIONS}; got {self.precision!r}.")
+            raise ValueError(
+                f"TrainConfig: precision must be one of {PRECISIONS}; got {self.precision!r}."
+            )
 
     @property
     def tokens_per_step(self) -> int:
@@ -230,7 +273,10 @@ def _model_from_dict(data: dict) -> GPTConfig:
     known = {f.name for f in fields(GPTConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"TrainConfig: the model section has unknown keys {unknown}; valid keys are {sorted(known)}.")
+        raise ValueError(
+            f"TrainConfig: the model section has unknown keys {unknown}; valid keys are "
+            f"{sorted(known)}."
+        )
     return GPTConfig(**data)
 
 
@@ -246,8 +292,10 @@ def load_config(path: str | Path, **overrides) -> TrainConfig:
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"load_config: {path} has unknown keys {unknown}; valid keys are {sorted(known)} "
-                         "(the model's shape goes in the \"model\" section).")
+        raise ValueError(
+            f"load_config: {path} has unknown keys {unknown}; valid keys are {sorted(known)} "
+            "(the model's shape goes in the \"model\" section)."
+        )
     return TrainConfig(**data)
 
 
@@ -282,12 +330,17 @@ class History:
         return self.tokens / self.train_seconds if self.train_seconds > 0 else float("nan")
 
 
-def make_optimizer(model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.99)) -> torch.optim.AdamW:
+def make_optimizer(
+    model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.99)
+) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (linear weights, embeddings); biases and
     LayerNorm gains are not decayed (shrinking them towards 0 has no regularising meaning)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
     # fused=True: one kernel per step instead of a dozen passes over memory (several times
     # faster on CPU, where a small model's optimiser step is a large share of the step time;
     # on CUDA and MPS the same option takes PyTorch's fused GPU kernel).
@@ -313,18 +366,29 @@ class Trainer:
     (default: the config's ``device``).
     """
 
-    def __init__(self, cfg: TrainConfig, train_tokens: torch.Tensor, val_tokens: torch.Tensor,
-                 vocab_size: int, tokenizer=None, rank: int = 0, world_size: int = 1,
-                 device: str | torch.device | None = None):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        train_tokens: torch.Tensor,
+        val_tokens: torch.Tensor,
+        vocab_size: int,
+        tokenizer=None,
+        rank: int = 0,
+        world_size: int = 1,
+        device: str | torch.device | None = None,
+    ):
         self.cfg, self.tokenizer, self.rank, self.world_size = cfg, tokenizer, rank, world_size
         self.device = resolve_device(cfg.device if device is None else device)
         self.precision = resolve_precision(cfg.precision, self.device)
         _seed_everything(cfg.seed)  # the same initial weights on every rank and every device
-        self.module = MiniGPT(cfg.model.with_vocab(vocab_size)).to(self.device)  # built on the CPU, then moved
+        # built on the CPU, then moved
+        self.module = MiniGPT(cfg.model.with_vocab(vocab_size)).to(self.device)
         # self.model is what train_step calls: the module, compiled and/or wrapped by DDP
         self.model = torch.compile(self.module) if cfg.compile else self.module
         # fused AdamW (see make_optimizer) runs on CUDA, MPS and CPU; built after the move
-        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
+        self.optimizer = make_optimizer(
+            self.module, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2)
+        )
         # fp16 needs loss scaling (small gradients underflow in float16); disabled, the scaler
         # passes everything through unchanged (scale returns the loss, step calls optimizer.step)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
@@ -352,7 +416,8 @@ class Trainer:
             sampler = BatchSampler(data, self.cfg.model.block_size, seed=10_000 + i)
             losses = []
             for _ in range(self.cfg.eval_batches):
-                x, y = move_batch(*sampler.sample(self.cfg.eval_batch_size), self.device)  # (B, T), (B, T)
+                # (B, T), (B, T)
+                x, y = move_batch(*sampler.sample(self.cfg.eval_batch_size), self.device)
                 with self.autocast():
                     losses.append(model(x, y)[1].item())
             out[split] = sum(losses) / len(losses)
@@ -397,8 +462,13 @@ class Trainer:
         self.history.lr.append(lr)
         return loss.detach()
 
-    def train(self, steps: int | None = None, progress: bool = True, evaluate: bool = True,
-              read_every: int = 50) -> History:
+    def train(
+        self,
+        steps: int | None = None,
+        progress: bool = True,
+        evaluate: bool = True,
+        read_every: int = 50,
+    ) -> History:
         """Train until ``max_steps`` (or for ``steps`` more steps), evaluating every
         ``eval_interval`` steps and at the end. Returns the history.
 
@@ -407,7 +477,9 @@ class Trainer:
         counts the device's work, not only the queueing, and leaves out the evaluations."""
         cfg = self.cfg
         if int(read_every) < 1:
-            raise ValueError(f"Trainer.train: read_every must be a positive number of steps; got {read_every}.")
+            raise ValueError(
+                f"Trainer.train: read_every must be a positive number of steps; got {read_every}."
+            )
         stop = cfg.max_steps if steps is None else min(cfg.max_steps, self.step + steps)
         bar = None
         if progress and self.rank == 0:
@@ -444,8 +516,11 @@ class Trainer:
     def rank_state(self) -> dict:
         """What differs between the ranks of a DDP run: the batch sampler's generator and the
         global random-number state (dropout). One entry of the checkpoint's ``ranks`` list."""
-        return {"sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state(),
-                "device_rng": _device_rng_state(self.device)}
+        return {
+            "sampler": self.sampler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "device_rng": _device_rng_state(self.device),
+        }
 
     def state_dict(self) -> dict:
         """Everything ``load`` needs. Under DistributedDataParallel this is a collective call
@@ -455,18 +530,20 @@ class Trainer:
         if self.world_size > 1 and _dist_ready():
             ranks = [None] * self.world_size
             torch.distributed.all_gather_object(ranks, mine)  # ranks[r] is rank r's state
-        return _to_cpu({  # CPU tensors: the checkpoint loads on a machine without this device
-            "config": asdict(self.cfg),
-            "vocab_size": self.module.cfg.vocab_size,
-            "model": self.module.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "step": self.step,
-            "history": asdict(self.history),
-            "world_size": self.world_size,
-            "ranks": ranks,
-            "tokenizer": self.tokenizer.state_dict() if self.tokenizer is not None else None,
-        })
+        return _to_cpu(
+            {  # CPU tensors: the checkpoint loads on a machine without this device
+                "config": asdict(self.cfg),
+                "vocab_size": self.module.cfg.vocab_size,
+                "model": self.module.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict(),
+                "step": self.step,
+                "history": asdict(self.history),
+                "world_size": self.world_size,
+                "ranks": ranks,
+                "tokenizer": self.tokenizer.state_dict() if self.tokenizer is not None else None,
+            }
+        )
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint that resumes exactly (model, optimiser, and every rank's sampler
@@ -479,9 +556,17 @@ class Trainer:
         torch.save(state, path)
 
     @classmethod
-    def load(cls, path: str | Path, train_tokens: torch.Tensor, val_tokens: torch.Tensor,
-             rank: int = 0, world_size: int = 1, device: str | torch.device | None = None,
-             map_location="cpu", **overrides) -> "Trainer":
+    def load(
+        cls,
+        path: str | Path,
+        train_tokens: torch.Tensor,
+        val_tokens: torch.Tensor,
+        rank: int = 0,
+        world_size: int = 1,
+        device: str | torch.device | None = None,
+        map_location="cpu",
+        **overrides,
+    ) -> "Trainer":
         """Rebuild a Trainer from ``save``; the next ``train_step`` continues as if never stopped.
 
         ``rank``/``world_size``: this process's place in a DDP run; rank r restores the sampler
@@ -497,21 +582,35 @@ class Trainer:
         _clamp_warmup(data, overrides)
         cfg = TrainConfig(**data)
         tok = tokenizer_from_state(state["tokenizer"]) if state.get("tokenizer") else None
-        trainer = cls(cfg, train_tokens, val_tokens, state["vocab_size"], tokenizer=tok, rank=rank,
-                      world_size=world_size, device=device)
+        trainer = cls(
+            cfg,
+            train_tokens,
+            val_tokens,
+            state["vocab_size"],
+            tokenizer=tok,
+            rank=rank,
+            world_size=world_size,
+            device=device,
+        )
         trainer.module.load_state_dict(state["model"])  # copies onto the trainer's device
-        trainer.optimizer.load_state_dict(state["optimizer"])  # moves the moments to the parameters' device
+        # moves the moments to the parameters' device
+        trainer.optimizer.load_state_dict(state["optimizer"])
         if state.get("scaler") and trainer.scaler.is_enabled():
             trainer.scaler.load_state_dict(state["scaler"])
         trainer.step = state["step"]
         trainer.history = History(**state["history"])
         # checkpoints written before per-rank states held rank 0's state only
-        ranks = state.get("ranks") or [{"sampler": state["sampler"], "torch_rng": state["torch_rng"]}]
+        ranks = state.get("ranks") or [
+            {"sampler": state["sampler"], "torch_rng": state["torch_rng"]}
+        ]
         saved_world = state.get("world_size", len(ranks))
         if saved_world != world_size and rank == 0:
-            warnings.warn(f"Trainer.load: the checkpoint was written by {saved_world} process(es) and is resumed "
-                          f"by {world_size}; the batches will differ from those of an uninterrupted run.",
-                          stacklevel=2)
+            warnings.warn(
+                f"Trainer.load: the checkpoint was written by {saved_world} process(es) and is "
+                "resumed "
+                f"by {world_size}; the batches will differ from those of an uninterrupted run.",
+                stacklevel=2,
+            )
         if rank < len(ranks):
             trainer.sampler.load_state_dict(ranks[rank]["sampler"])
             torch.set_rng_state(ranks[rank]["torch_rng"])
@@ -521,8 +620,9 @@ class Trainer:
         return trainer
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu",
-               map_location="cpu") -> tuple[MiniGPT, object | None]:
+def load_model(
+    path: str | Path, device: str | torch.device = "cpu", map_location="cpu"
+) -> tuple[MiniGPT, object | None]:
     """Just the trained model (eval mode, on ``device``) and its tokenizer from a checkpoint.
     ``map_location`` as in ``Trainer.load``: the CPU by default, so a checkpoint written on a
     GPU loads on a machine without one."""
@@ -558,8 +658,14 @@ def corpus_tokens(cfg: TrainConfig):
     return s.tokenizer, s.train, s.val
 
 
-def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bool = True,
-        resume: str | Path | None = None, steps: int | None = None, overrides: dict | None = None) -> dict:
+def run(
+    cfg: TrainConfig | None,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+    resume: str | Path | None = None,
+    steps: int | None = None,
+    overrides: dict | None = None,
+) -> dict:
     """Train ``cfg`` (under torchrun: with DistributedDataParallel), then write
     ``out_dir/ckpt.pt`` and ``out_dir/results.json`` from rank 0. Returns the results dict.
 
@@ -587,18 +693,30 @@ def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bo
         dist.init_process_group(backend=ddp_backend(device))
     tok, train, val = corpus_tokens(cfg)
     if resume:
-        settings = {k: v for k, v in overrides.items() if k != "device"}  # the device is resolved above
-        trainer = Trainer.load(resume, train, val, rank=rank, world_size=world_size, device=device, **settings)
+        # the device is resolved above
+        settings = {k: v for k, v in overrides.items() if k != "device"}
+        trainer = Trainer.load(
+            resume, train, val, rank=rank, world_size=world_size, device=device, **settings
+        )
         cfg = trainer.cfg  # the checkpoint's config with the overrides
     else:
-        trainer = Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok, rank=rank, world_size=world_size,
-                          device=device)
+        trainer = Trainer(
+            cfg,
+            train,
+            val,
+            tok.vocab_size,
+            tokenizer=tok,
+            rank=rank,
+            world_size=world_size,
+            device=device,
+        )
     if distributed:
         from torch.nn.parallel import DistributedDataParallel
 
         # each rank's replica lives on its own GPU (device_ids); on the CPU there are none
         trainer.model = DistributedDataParallel(
-            trainer.model, device_ids=[device.index] if device.type == "cuda" else None)
+            trainer.model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     t0 = time.perf_counter()
     history = trainer.train(steps=steps, progress=progress)
     if not history.step or history.step[-1] != trainer.step:
@@ -634,9 +752,12 @@ def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bo
         results["sample"] = tok.decode(sample[1:].cpu())
         if out_dir is not None:
             (Path(out_dir) / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-        print(f"{cfg.name}: {trainer.step} steps, val loss {final['val']:.4f} "
-              f"(perplexity {math.exp(final['val']):.3f}), {history.tokens_per_second:,.0f} tokens/s, "
-              f"{history.train_seconds:.1f} s training")
+        print(
+            f"{cfg.name}: {trainer.step} steps, val loss {final['val']:.4f} "
+            f"(perplexity {math.exp(final['val']):.3f}), {history.tokens_per_second:,.0f} "
+            "tokens/s, "
+            f"{history.train_seconds:.1f} s training"
+        )
     if distributed:
         import torch.distributed as dist
 
@@ -647,27 +768,61 @@ def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bo
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description="Train MiniGPT on the course corpus.")
-    p.add_argument("--config", default=None, help="JSON file of TrainConfig fields (not needed with --resume)")
+    p.add_argument(
+        "--config", default=None, help="JSON file of TrainConfig fields (not needed with --resume)"
+    )
     p.add_argument("--out", default=None, help="folder for ckpt.pt and results.json")
-    p.add_argument("--max-steps", type=int, default=None,
-                   help="override max_steps (also on --resume: the schedule then ends at the new value)")
-    p.add_argument("--steps", type=int, default=None,
-                   help="train at most this many steps now, then save (continue later with --resume)")
-    p.add_argument("--resume", default=None,
-                   help="checkpoint to continue from (its own config is used; --max-steps replaces its max_steps)")
-    p.add_argument("--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--precision", default=None, choices=PRECISIONS,
-                   help="auto (bf16 or fp16 on CUDA GPUs, fp32 elsewhere), fp32, bf16, fp16")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="override max_steps (also on --resume: the schedule then ends at the new value)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="train at most this many steps now, then save (continue later with --resume)",
+    )
+    p.add_argument(
+        "--resume",
+        default=None,
+        help="checkpoint to continue from (its own config is used; --max-steps replaces its max_steps)",
+    )
+    p.add_argument(
+        "--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps"
+    )
+    p.add_argument(
+        "--precision",
+        default=None,
+        choices=PRECISIONS,
+        help="auto (bf16 or fp16 on CUDA GPUs, fp32 elsewhere), fp32, bf16, fp16",
+    )
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the model",
+    )
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     if args.config is None and args.resume is None:
         p.error("pass --config (a new run) or --resume (continue a checkpoint)")
-    overrides = {"max_steps": args.max_steps, "device": args.device, "precision": args.precision,
-                 "compile": args.compile}
+    overrides = {
+        "max_steps": args.max_steps,
+        "device": args.device,
+        "precision": args.precision,
+        "compile": args.compile,
+    }
     cfg = None if args.resume else load_config(args.config, **overrides)
-    return run(cfg, args.out, progress=not args.no_progress, resume=args.resume, steps=args.steps,
-               overrides=overrides)
+    return run(
+        cfg,
+        args.out,
+        progress=not args.no_progress,
+        resume=args.resume,
+        steps=args.steps,
+        overrides=overrides,
+    )
 
 
 if __name__ == "__main__":

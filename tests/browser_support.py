@@ -5,15 +5,16 @@ While iterating, point the tests at a build of your own instead of the shared cl
 ``COURSE_BROWSER_ROOT=/path/to/book/root`` when that build came from another source folder, and
 ``COURSE_BROWSER_OUTPUT=/tmp/me-out`` to keep screenshots and the report out of ``test-output/``.
 """
+
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
 
-
 from tools import ROOT
 from tools.localserver import CHROMIUM_ARGS, chromium_path, serve  # noqa: F401  (for the fixtures)
+
 # Screenshots and the report; COURSE_BROWSER_OUTPUT moves them (a helper's own run).
 TEST_OUTPUT = Path(os.environ.get("COURSE_BROWSER_OUTPUT") or ROOT / "test-output")
 SCREENSHOTS = TEST_OUTPUT / "screenshots"

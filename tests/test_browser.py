@@ -21,6 +21,7 @@ and link back to their chapter. Totals (including every axe finding by rule and 
 
 Skipped, with a message, only where no ``chromium`` is installed (``apt-get install chromium``).
 """
+
 from __future__ import annotations
 
 import os
@@ -32,16 +33,25 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_support import (
+    AXE_JS,
+    SCREENSHOTS,
+    TEST_OUTPUT,
+    html_ids,
+    merge_report,
+    source_root,
+    toc_pages,
+)
 
-from browser_support import (AXE_JS, SCREENSHOTS, TEST_OUTPUT, html_ids, merge_report, source_root,
-                             toc_pages)
 from tools import colab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PAGES = toc_pages()
-COLAB_RE = re.compile(r"^https://colab\.research\.google\.com/github/([^/]+)/([^/]+)/blob/"
-                      r"([^/]+)/(.+)$")
+COLAB_RE = re.compile(
+    r"^https://colab\.research\.google\.com/github/([^/]+)/([^/]+)/blob/"
+    r"([^/]+)/(.+)$"
+)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -58,17 +68,27 @@ FAILING_IMPACTS = ("critical", "serious")
 def report():
     """Totals for the closing note, in test-output/browser-report.json (merged over
     pytest-xdist workers)."""
-    data = {"pages_checked": 0, "internal_links_checked": 0, "math_elements_checked": 0,
-            "images_checked": 0, "colab_links_checked": 0, "widgets_rendered": 0,
-            "screenshots": 0, "axe_violations": {}, "axe_nodes_by_impact": {},
-            "blocked_external_requests": [], "pages": {}}
+    data = {
+        "pages_checked": 0,
+        "internal_links_checked": 0,
+        "math_elements_checked": 0,
+        "images_checked": 0,
+        "colab_links_checked": 0,
+        "widgets_rendered": 0,
+        "screenshots": 0,
+        "axe_violations": {},
+        "axe_nodes_by_impact": {},
+        "blocked_external_requests": [],
+        "pages": {},
+    }
     start = time.perf_counter()
     yield data
     data["seconds"] = round(time.perf_counter() - start, 1)
     data["unique_internal_links_checked"] = len(_LINK_CACHE)
     data["blocked_external_requests"] = sorted(set(data["blocked_external_requests"]))
-    merge_report(TEST_OUTPUT / "browser-report.json",
-                 os.environ.get("PYTEST_XDIST_WORKER", "main"), data)
+    merge_report(
+        TEST_OUTPUT / "browser-report.json", os.environ.get("PYTEST_XDIST_WORKER", "main"), data
+    )
 
 
 class Visit:
@@ -81,16 +101,25 @@ class Visit:
         # is_mobile: overlay scrollbars, drawn only when the site styles them (as on a phone
         # or a Mac), and the page's <meta name="viewport"> in force. The desktop size comes
         # first; the phone size is the same page resized.
-        self.context = browser.new_context(viewport=DESKTOP, color_scheme="light",
-                                           is_mobile=True, has_touch=True)
+        self.context = browser.new_context(
+            viewport=DESKTOP, color_scheme="light", is_mobile=True, has_touch=True
+        )
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
         self.page.on("console", self._console)
-        self.page.on("requestfailed", lambda r: self._own(r.url) and self.failed.append(
-            f"{r.url} ({r.failure})"))
-        self.page.on("response", lambda r: self._own(r.url) and r.status >= 400 and
-                     self.failed.append(f"{r.url} (HTTP {r.status})"))
+        self.page.on(
+            "requestfailed",
+            lambda r: self._own(r.url) and self.failed.append(f"{r.url} ({r.failure})"),
+        )
+        self.page.on(
+            "response",
+            lambda r: (
+                self._own(r.url)
+                and r.status >= 400
+                and self.failed.append(f"{r.url} (HTTP {r.status})")
+            ),
+        )
 
     def _own(self, url: str) -> bool:
         return url.startswith(self.base)
@@ -285,16 +314,19 @@ def _record_axe(report: dict, violations: list[dict]) -> None:
     for v in violations:
         key = f"{v['impact']}: {v['id']}"
         report["axe_violations"][key] = report["axe_violations"].get(key, 0) + len(v["nodes"])
-        report["axe_nodes_by_impact"][v["impact"]] = (
-            report["axe_nodes_by_impact"].get(v["impact"], 0) + len(v["nodes"]))
+        report["axe_nodes_by_impact"][v["impact"]] = report["axe_nodes_by_impact"].get(
+            v["impact"], 0
+        ) + len(v["nodes"])
 
 
 def _layout_problems(page, where: str) -> list[str]:
     lay = page.evaluate(LAYOUT)
     problems = [f"{where}: {c}" for c in lay["clipped"]]
     if lay["pageWidth"] > lay["viewport"] + 1:
-        problems.append(f"{where}: the page is {lay['pageWidth']}px wide in a {lay['viewport']}px "
-                        "viewport (it slides sideways): " + "; ".join(lay["wide"]))
+        problems.append(
+            f"{where}: the page is {lay['pageWidth']}px wide in a {lay['viewport']}px "
+            "viewport (it slides sideways): " + "; ".join(lay["wide"])
+        )
     return problems
 
 
@@ -344,8 +376,10 @@ def _check_colab_href(href: str) -> str | None:
     return None
 
 
-CHAPTERS = {md.relative_to(source_root()).with_suffix(".html").as_posix()
-            for md in colab.chapter_paths(source_root())}
+CHAPTERS = {
+    md.relative_to(source_root()).with_suffix(".html").as_posix()
+    for md in colab.chapter_paths(source_root())
+}
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -371,10 +405,13 @@ def test_page(path, visit, site_dir, base_url, report):
             # Figures are vector graphics (course_lib.viz: SVG) or pixels drawn at twice their
             # size, so they stay sharp on high-resolution screens; and a tap opens them full size.
             vector = img["src"].split("?")[0].endswith(".svg") or img["src"].startswith(
-                "data:image/svg")
+                "data:image/svg"
+            )
             if not vector and img["width"] < 1.5 * img["shown"]:
-                problems.append(f"figure drawn at {img['width']}px, shown {img['shown']:.0f}px wide "
-                                f"(blurred on a 2x screen): {img['src'][:80]}")
+                problems.append(
+                    f"figure drawn at {img['width']}px, shown {img['shown']:.0f}px wide "
+                    f"(blurred on a 2x screen): {img['src'][:80]}"
+                )
             if not img["link"] and not img["src"].startswith("data:"):
                 problems.append(f"figure does not open full size (no link): {img['src'][:80]}")
     problems += [f"unresolved cross-reference: {t!r}" for t in links["unresolved_xrefs"]]
@@ -397,8 +434,9 @@ def test_page(path, visit, site_dir, base_url, report):
             if button.count() == 0 or not button.first.is_visible():
                 problems.append("no visible Colab link under the launch (rocket) button")
             elif "Open in Colab" not in button.first.inner_text():
-                problems.append(f"Colab button reads {button.first.inner_text()!r}, "
-                                "not 'Open in Colab'")
+                problems.append(
+                    f"Colab button reads {button.first.inner_text()!r}, not 'Open in Colab'"
+                )
             toggle.click()  # close the menu again before the screenshots
     problems += [why for why in map(_check_colab_href, hrefs) if why]
 
@@ -407,8 +445,10 @@ def test_page(path, visit, site_dir, base_url, report):
     _record_axe(report, violations)
     for viol in violations:
         if viol["impact"] in FAILING_IMPACTS:
-            problems.append(f"axe {viol['impact']} {viol['id']} ({viol['help']}) on "
-                            f"{len(viol['nodes'])} element(s): " + " | ".join(viol["nodes"][:3]))
+            problems.append(
+                f"axe {viol['impact']} {viol['id']} ({viol['help']}) on "
+                f"{len(viol['nodes'])} element(s): " + " | ".join(viol["nodes"][:3])
+            )
     problems += _layout_problems(page, "desktop")
     captions = page.evaluate(CONTRAST, MIN_CONTRAST)
     problems += [f"light mode: caption contrast {c} (< {MIN_CONTRAST}:1)" for c in captions["low"]]
@@ -431,8 +471,10 @@ def test_page(path, visit, site_dir, base_url, report):
     violations += dark
     for viol in dark:
         if viol["impact"] in FAILING_IMPACTS:
-            problems.append(f"axe {viol['impact']} {viol['id']} ({viol['help']}) on "
-                            f"{len(viol['nodes'])} element(s): " + " | ".join(viol["nodes"][:3]))
+            problems.append(
+                f"axe {viol['impact']} {viol['id']} ({viol['help']}) on "
+                f"{len(viol['nodes'])} element(s): " + " | ".join(viol["nodes"][:3])
+            )
 
     # Phone: the same page at 390×844 (dark, then light; the first screen of each).
     page.set_viewport_size(PHONE)
@@ -453,11 +495,14 @@ def test_page(path, visit, site_dir, base_url, report):
     report["colab_links_checked"] += len(hrefs)
     report["screenshots"] += 4
     report["captions_checked"] = report.get("captions_checked", 0) + captions["checked"]
-    report["pages"][path] = {"math": math["count"], "images": len(images),
-                             "internal_links": len(internal), "colab_links": len(hrefs),
-                             "axe": {f"{x['impact']}: {x['id']}": len(x["nodes"])
-                                     for x in violations},
-                             "problems": len(problems)}
+    report["pages"][path] = {
+        "math": math["count"],
+        "images": len(images),
+        "internal_links": len(internal),
+        "colab_links": len(hrefs),
+        "axe": {f"{x['impact']}: {x['id']}": len(x["nodes"]) for x in violations},
+        "problems": len(problems),
+    }
     assert not problems, f"{path}:\n  " + "\n  ".join(problems)
 
 
@@ -474,8 +519,11 @@ def test_every_chapter_has_a_colab_link(site_dir):
 
 def test_a_widget_renders(visit, site_dir, report):
     """Pages with widget state show the live controls, rendered by the site's own manager."""
-    pages = [p for p in PAGES if (site_dir / p).exists()
-             and WIDGET_VIEW in (site_dir / p).read_text(encoding="utf-8")]
+    pages = [
+        p
+        for p in PAGES
+        if (site_dir / p).exists() and WIDGET_VIEW in (site_dir / p).read_text(encoding="utf-8")
+    ]
     if not pages:  # the chapters' explorers are Vega-Lite now (tests/test_explorers_browser.py)
         pytest.skip("no page in the table of contents shows an ipywidgets widget")
     for path in pages:
@@ -484,8 +532,10 @@ def test_a_widget_renders(visit, site_dir, report):
         widget.wait_for(state="visible", timeout=30_000)
         box = widget.bounding_box()
         assert box and box["height"] > 20, f"{path}: the widget is empty"
-        controls = v.page.locator(".widget-interact .widget-slider, .widget-interact select, "
-                                  ".widget-interact .widget-dropdown")
+        controls = v.page.locator(
+            ".widget-interact .widget-slider, .widget-interact select, "
+            ".widget-interact .widget-dropdown"
+        )
         assert controls.count() > 0, f"{path}: the widget has no controls"
         widget.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-widget.png"))
         assert not v.errors, f"{path}: JavaScript errors: {v.errors}"
@@ -513,12 +563,14 @@ def test_every_page_has_head_and_licence(site_dir):
     problems = []
     for path, html in _pages_html(site_dir).items():
         head = html.split("</head>", 1)[0]
-        for what, pattern in [("viewport", r'<meta name="viewport" content="width=device-width'),
-                              ("favicon", r'<link rel="icon" href="[^"]*favicon\.svg"'),
-                              ("description", r'<meta name="description" content="[^"]{20,}"'),
-                              ("og:title", r'<meta property="og:title" content="[^"]+"'),
-                              ("og:description", r'<meta property="og:description" content="[^"]+"'),
-                              ("twitter:card", r'<meta name="twitter:card" content="summary"')]:
+        for what, pattern in [
+            ("viewport", r'<meta name="viewport" content="width=device-width'),
+            ("favicon", r'<link rel="icon" href="[^"]*favicon\.svg"'),
+            ("description", r'<meta name="description" content="[^"]{20,}"'),
+            ("og:title", r'<meta property="og:title" content="[^"]+"'),
+            ("og:description", r'<meta property="og:description" content="[^"]+"'),
+            ("twitter:card", r'<meta name="twitter:card" content="summary"'),
+        ]:
             if not re.search(pattern, head):
                 problems.append(f"{path}: no {what} in <head>")
         footer = "".join(part.split("</footer>", 1)[0] for part in html.split("<footer")[1:])
@@ -543,15 +595,27 @@ def test_heavy_scripts_only_where_needed(site_dir):
             problems.append(f"{path}: has math but does not load MathJax")
         loads_widgets = "embed-amd.js" in html
         if loads_widgets != (WIDGET_VIEW in html):
-            problems.append(f"{path}: widget manager {'loaded' if loads_widgets else 'missing'} "
-                            f"but {'no' if loads_widgets else 'a'} widget view on the page")
+            problems.append(
+                f"{path}: widget manager {'loaded' if loads_widgets else 'missing'} "
+                f"but {'no' if loads_widgets else 'a'} widget view on the page"
+            )
     assert not list(site_dir.rglob("axe*.js")), "axe-core is test-only: it must not be in the site"
     assert not problems, "\n".join(problems)
 
 
 #: What a print of a number, tensor or array leaves behind instead of the number.
-REPRS = ("np.float64(", "tensor(", "[['", "torch.Size(", "array(", "dtype=", "device=", "grad_fn=",
-         "Parameter containing", "object at 0x")
+REPRS = (
+    "np.float64(",
+    "tensor(",
+    "[['",
+    "torch.Size(",
+    "array(",
+    "dtype=",
+    "device=",
+    "grad_fn=",
+    "Parameter containing",
+    "object at 0x",
+)
 FLOAT_NOISE = re.compile(r"\d\.\d*(?:0{7,}|9{7,})\d")  # 0.30000000000000004
 
 
@@ -595,14 +659,16 @@ def test_no_python_reprs_in_outputs(site_dir):
     noise (``0.30000000000000004``), on every page. (Code, inline or in cells, is code.)"""
     found = _repr_offenders(site_dir)
     assert not found, "reprs or float noise shown to readers:\n" + "\n".join(
-        f"{p}: {h[:3]}" for p, h in found.items())
+        f"{p}: {h[:3]}" for p, h in found.items()
+    )
 
 
 def test_worksheets_read_well_on_a_phone(browser, base_url, site_dir):
     """Chapter 5's worksheets and answer keys: a viewport, no sideways scrolling on a phone, no
     Python reprs, and a link back to their chapter that resolves."""
     sheets = sorted(site_dir.glob("_downloads/*/*_worksheet.html")) + sorted(
-        site_dir.glob("_downloads/*/*_answers.html"))
+        site_dir.glob("_downloads/*/*_answers.html")
+    )
     assert len(sheets) == 12, f"expected 6 worksheets and 6 keys, found {len(sheets)}"
     ctx = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
     page = ctx.new_page()
@@ -616,8 +682,9 @@ def test_worksheets_read_well_on_a_phone(browser, base_url, site_dir):
             if any(r in html for r in REPRS) or "['" in html:
                 problems.append(f"{rel}: shows a Python repr")
             page.goto(base_url + rel)
-            width = page.evaluate("document.documentElement.scrollWidth - "
-                                  "document.documentElement.clientWidth")
+            width = page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
             if width > 1:
                 problems.append(f"{rel}: {width}px wider than a phone")
             back = page.locator("nav a", has_text="Back to")

@@ -28,6 +28,7 @@
 ``./course build`` runs this before the HTML build when Chromium is installed, and the site
 links the PDF (``book/_ext/course_site.py``) when it exists.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,10 +57,13 @@ def start_page(singlehtml: Path) -> str:
     the root document (``book/intro.html``) when the root document is not ``index``."""
     index = singlehtml / "index.html"
     if not index.is_file():
-        raise ValueError(f"no single-page build in {singlehtml}: run `jupyter-book build . "
-                         "--builder singlehtml` (or python -m tools.pdf without --no-build)")
-    m = re.search(r'http-equiv="Refresh"\s+content="\d+;\s*url=([^"]+)"', index.read_text(),
-                  re.IGNORECASE)
+        raise ValueError(
+            f"no single-page build in {singlehtml}: run `jupyter-book build . "
+            "--builder singlehtml` (or python -m tools.pdf without --no-build)"
+        )
+    m = re.search(
+        r'http-equiv="Refresh"\s+content="\d+;\s*url=([^"]+)"', index.read_text(), re.IGNORECASE
+    )
     return m.group(1) if m else "index.html"
 
 
@@ -71,11 +75,13 @@ SERVED_AS = "course-book.html"
 def footer_template(title: str = TITLE) -> str:
     """Chromium's footer: the book's title and the page number (its own tiny document: styles
     inline, a font size given, or it prints nothing readable)."""
-    return ('<div style="font-size:8px; width:100%; margin:0 16mm; display:flex; '
-            'justify-content:space-between; color:#555; font-family:sans-serif;">'
-            f'<span>{html.escape(title)}</span>'
-            '<span><span class="pageNumber"></span> / <span class="totalPages"></span></span>'
-            '</div>')
+    return (
+        '<div style="font-size:8px; width:100%; margin:0 16mm; display:flex; '
+        'justify-content:space-between; color:#555; font-family:sans-serif;">'
+        f'<span>{html.escape(title)}</span>'
+        '<span><span class="pageNumber"></span> / <span class="totalPages"></span></span>'
+        '</div>'
+    )
 
 
 def destination_pages(path: Path) -> dict[str, int]:
@@ -88,8 +94,10 @@ def destination_pages(path: Path) -> dict[str, int]:
     # Chromium's trailer undercounts its objects; pypdf says so on every read.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     reader = PdfReader(str(path))
-    return {name.lstrip("/"): reader.get_destination_page_number(dest) + 1
-            for name, dest in reader.named_destinations.items()}
+    return {
+        name.lstrip("/"): reader.get_destination_page_number(dest) + 1
+        for name, dest in reader.named_destinations.items()
+    }
 
 
 def outline_tree(entries: list[dict], pages: dict[str, int]) -> list[tuple]:
@@ -101,8 +109,9 @@ def outline_tree(entries: list[dict], pages: dict[str, int]) -> list[tuple]:
     for e in entries:
         if e["id"] not in pages:
             continue
-        sections = [(s["text"], pages[s["id"]], []) for s in e.get("sections", [])
-                    if s["id"] in pages]
+        sections = [
+            (s["text"], pages[s["id"]], []) for s in e.get("sections", []) if s["id"] in pages
+        ]
         item = (e["text"], pages[e["id"]], sections)
         if e.get("nested") and tree:
             tree[-1][2].append(item)
@@ -351,10 +360,13 @@ def _meta() -> dict:
         sys.path.pop(0)
     author = config.get("author", "")
     repo = (config.get("repository") or {}).get("url", "")
-    return {"title": config.get("title", TITLE), "subtitle": DESCRIPTION,
-            "byline": " · ".join(x for x in (author, repo) if x),
-            "note": "On the website this figure is interactive: its sliders change it. "
-                    "Printed here at its default settings."}
+    return {
+        "title": config.get("title", TITLE),
+        "subtitle": DESCRIPTION,
+        "byline": " · ".join(x for x in (author, repo) if x),
+        "note": "On the website this figure is interactive: its sliders change it. "
+        "Printed here at its default settings.",
+    }
 
 
 def prepare(page, meta: dict) -> dict:
@@ -369,18 +381,28 @@ def overflowing(page) -> list[str]:
 
 
 def print_pdf(page, path: Path, title: str) -> None:
-    page.pdf(path=str(path), format="A4", margin=MARGIN, print_background=True,
-             display_header_footer=True, header_template="<span></span>",
-             footer_template=footer_template(title), tagged=True)
+    page.pdf(
+        path=str(path),
+        format="A4",
+        margin=MARGIN,
+        print_background=True,
+        display_header_footer=True,
+        header_template="<span></span>",
+        footer_template=footer_template(title),
+        tagged=True,
+    )
 
 
 def number_toc(page, numbers: list[int | None]) -> None:
     """Fill in the page numbers of the table of contents (in its order)."""
-    page.evaluate("""(numbers) => {
+    page.evaluate(
+        """(numbers) => {
       document.querySelectorAll('.course-pdf-toc .course-pdf-page').forEach((s, i) => {
         s.textContent = numbers[i] == null ? '' : String(numbers[i]);
       });
-    }""", numbers)
+    }""",
+        numbers,
+    )
 
 
 def make_pdf(build: Path, out: Path, *, log=print) -> dict:
@@ -398,11 +420,11 @@ def make_pdf(build: Path, out: Path, *, log=print) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with serve(single, start) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS,
-                                    headless=True)
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
         try:
-            context = browser.new_context(viewport={"width": COLUMN_PX, "height": 1100},
-                                          color_scheme="light")
+            context = browser.new_context(
+                viewport={"width": COLUMN_PX, "height": 1100}, color_scheme="light"
+            )
             page = context.new_page()
             page.emulate_media(media="print", color_scheme="light")
             page.goto(url, wait_until="load", timeout=300_000)
@@ -424,11 +446,16 @@ def make_pdf(build: Path, out: Path, *, log=print) -> dict:
     pages = destination_pages(out)
     add_outline(out, outline_tree(entries, pages))
     seconds = time.perf_counter() - t0
-    result = {"pages": len(PdfReader(str(out)).pages), "mb": round(out.stat().st_size / 1e6, 1),
-              "seconds": round(seconds, 1), "overflowing": wide,
-              "explorers": info["explorers"], "explorers_not_drawn": info["notReady"],
-              "scaled_to_fit": info["scaled"],
-              "contents": [[e["text"], pages.get(e["id"])] for e in entries]}
+    result = {
+        "pages": len(PdfReader(str(out)).pages),
+        "mb": round(out.stat().st_size / 1e6, 1),
+        "seconds": round(seconds, 1),
+        "overflowing": wide,
+        "explorers": info["explorers"],
+        "explorers_not_drawn": info["notReady"],
+        "scaled_to_fit": info["scaled"],
+        "contents": [[e["text"], pages.get(e["id"])] for e in entries],
+    }
     # What the tests read besides the PDF (tests/test_pdf.py).
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
@@ -438,21 +465,36 @@ def build_singlehtml(path_output: Path, capture: bool = False) -> subprocess.Com
     """``jupyter-book build --builder singlehtml -W --keep-going`` into ``path_output`` (its
     ``_build/``, shared with the HTML build: doctrees and execution cache)."""
     jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(ROOT), "--path-output",
-           str(path_output), "--builder", "singlehtml", "-W", "--keep-going"]
+    cmd = [
+        str(jb) if jb.exists() else "jupyter-book",
+        "build",
+        str(ROOT),
+        "--path-output",
+        str(path_output),
+        "--builder",
+        "singlehtml",
+        "-W",
+        "--keep-going",
+    ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=capture, text=True, check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.pdf", description=__doc__.split("\n")[0])
-    parser.add_argument("--path-output", type=Path, default=ROOT,
-                        help="the folder holding _build/ (as jupyter-book's --path-output)")
-    parser.add_argument("--no-build", action="store_true",
-                        help="print the existing single-page build, do not rebuild it")
+    parser.add_argument(
+        "--path-output",
+        type=Path,
+        default=ROOT,
+        help="the folder holding _build/ (as jupyter-book's --path-output)",
+    )
+    parser.add_argument(
+        "--no-build",
+        action="store_true",
+        help="print the existing single-page build, do not rebuild it",
+    )
     args = parser.parse_args(argv)
     if chromium_path() is None:
-        print(f"tools.pdf: Chromium not found; the PDF needs it ({INSTALL_HINT}).",
-              file=sys.stderr)
+        print(f"tools.pdf: Chromium not found; the PDF needs it ({INSTALL_HINT}).", file=sys.stderr)
         return 1
     build = args.path_output.resolve() / "_build"
     if not args.no_build:
@@ -466,8 +508,10 @@ def main(argv: list[str] | None = None) -> int:
     r = make_pdf(build, out)
     print(f"tools.pdf: {out} ({r['pages']} pages, {r['mb']} MB, printed in {r['seconds']} s)")
     if r["overflowing"]:
-        print(f"tools.pdf: {len(r['overflowing'])} element(s) wider than the page (above)",
-              file=sys.stderr)
+        print(
+            f"tools.pdf: {len(r['overflowing'])} element(s) wider than the page (above)",
+            file=sys.stderr,
+        )
     return 0
 
 

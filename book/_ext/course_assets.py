@@ -15,6 +15,7 @@ found there to every page.
 ``course_assets_cdn: true`` (``sphinx.config`` in ``_config.yml``) switches back to the
 public CDNs (myst-nb's and Sphinx's defaults) and needs no ``node_modules``.
 """
+
 from __future__ import annotations
 
 import filecmp
@@ -147,8 +148,10 @@ def dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     seen, unique = set(), []
     for js in scripts:
         # An inline script's filename is None or "" depending on who added it: the same.
-        key = (getattr(js, "filename", js) or "", tuple(sorted((k, str(v)) for k, v in
-                                     (getattr(js, "attributes", {}) or {}).items())))
+        key = (
+            getattr(js, "filename", js) or "",
+            tuple(sorted((k, str(v)) for k, v in (getattr(js, "attributes", {}) or {}).items())),
+        )
         if key not in seen:
             seen.add(key)
             unique.append(js)

@@ -6,6 +6,7 @@ A notebook that does not exist yet renders as plain text and logs a message (not
 so a chapter can land before its exercises); ``tests/test_book.py`` fails if any chapter's
 exercise notebook is missing.
 """
+
 from __future__ import annotations
 
 import sys
@@ -34,8 +35,14 @@ def exercise_links_role(name, rawtext, text, lineno, inliner, options=None, cont
     url = colab_url(rel, root=Path(env.srcdir))
     colab = nodes.reference("", "Open in Colab", refuri=url, classes=["colab-link"])
     download = addnodes.download_reference(
-        "", "", nodes.literal(text=f"{stem}.ipynb"), reftarget="/" + rel,
-        refdoc=env.docname, refexplicit=True, refdomain="", reftype="download",
+        "",
+        "",
+        nodes.literal(text=f"{stem}.ipynb"),
+        reftarget="/" + rel,
+        refdoc=env.docname,
+        refexplicit=True,
+        refdomain="",
+        reftype="download",
     )
     return [colab, nodes.Text(" · download "), download], []
 
