@@ -23,6 +23,15 @@ SCREENSHOTS = TEST_OUTPUT / "screenshots"
 # devDependency, package.json; never copied into the site).
 AXE_JS = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 
+# The functions the browser tests run in a page (page.evaluate), one file each.
+BROWSER_JS = ROOT / "tests" / "browser_js"
+
+
+def browser_js(name: str) -> str:
+    """The JavaScript function in ``tests/browser_js/<name>``, for ``page.evaluate``."""
+    return (BROWSER_JS / name).read_text(encoding="utf-8")
+
+
 # Debian's Chromium, driven by Playwright; it must never try to reach the network on its own.
 
 

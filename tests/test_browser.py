@@ -37,6 +37,7 @@ from browser_support import (
     AXE_JS,
     SCREENSHOTS,
     TEST_OUTPUT,
+    browser_js,
     html_ids,
     merge_report,
     source_root,
@@ -161,144 +162,22 @@ def visit(browser, base_url, report):
 
 
 # --------------------------------------------------------------------------- page checks
-WAIT_FOR_MATHJAX = """async () => {
-  if (!document.querySelector('.math')) return 'no math';
-  for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++)
-    await new Promise(r => setTimeout(r, 100));
-  if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) return 'MathJax never started';
-  await MathJax.startup.promise;
-  return 'typeset';
-}"""
+WAIT_FOR_MATHJAX = browser_js("wait-for-mathjax.js")
 
-MATH_STATE = """() => {
-  const maths = [...document.querySelectorAll('.math')];
-  const unrendered = maths.filter(e => !e.querySelector('mjx-container'))
-                          .map(e => e.textContent.trim().slice(0, 60));
-  const raw = [];
-  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-  const skip = 'pre, code, script, style, textarea, .highlight, mjx-assistive-mml';
-  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-    const t = n.textContent;
-    if ((t.includes('\\\\(') || t.includes('\\\\[') || t.includes('$$')) && !n.parentElement.closest(skip))
-      raw.push(t.trim().slice(0, 80));
-  }
-  // MathJax typesets a TeX error (unbalanced braces, extra \\left) as an mjx-merror, and an
-  // undefined macro as its own name in red (the noundefined extension).
-  const errors = [...document.querySelectorAll('mjx-merror')]
-                   .map(e => (e.getAttribute('data-mjx-error') || e.textContent).slice(0, 80))
-    .concat([...document.querySelectorAll('mjx-mtext[style*="color: red"]')]
-              .map(e => 'undefined macro: ' + (e.closest('mjx-container')
-                  ?.querySelector('mjx-assistive-mml')?.textContent || '?').slice(0, 60)));
-  return {count: maths.length, unrendered, raw, errors};
-}"""
+MATH_STATE = browser_js("math-state.js")
 
-IMAGES = """async () => {
-  const imgs = [...document.images];
-  await Promise.all(imgs.map(i => i.complete ? null : new Promise(r => {
-    i.addEventListener('load', r); i.addEventListener('error', r); setTimeout(r, 15000); })));
-  return imgs.map(i => ({src: i.currentSrc || i.src, width: i.naturalWidth,
-    shown: i.getBoundingClientRect().width,
-    output: !!i.closest('.cell_output, figure'), link: !!i.closest('a[href]'),
-    alt: (i.getAttribute('alt') || '').trim(),
-    caption: !!(i.closest('figure') && i.closest('figure').querySelector('figcaption')
-                && i.closest('figure').querySelector('figcaption').textContent.trim())}));
-}"""
+IMAGES = browser_js("images.js")
 
-LINKS = """() => ({
-  hrefs: [...document.querySelectorAll('a[href]')].map(a => a.href),
-  unresolved_xrefs: [...document.querySelectorAll('.xref')].filter(e => !e.closest('a'))
-                      .map(e => e.textContent.trim()),
-})"""
+LINKS = browser_js("links.js")
 
 
 # Boxes that must never lose their right side: display math, code, outputs, tables.
-LAYOUT = """() => {
-  const out = {clipped: [], wide: [], pageWidth: document.documentElement.scrollWidth,
-               viewport: document.documentElement.clientWidth};
-  const article = document.querySelector('article') || document.body;
-  const shown = el => el.getClientRects().length > 0;  // not in a closed dropdown
-  const text = el => JSON.stringify((el.textContent || el.getAttribute('alt') || '').trim().slice(0, 50));
-  const bar = a => { const cs = getComputedStyle(a);
-    return a.offsetHeight - a.clientHeight - parseFloat(cs.borderTopWidth) - parseFloat(cs.borderBottomWidth); };
-  // What a box shows that does not fit: content past its right edge, and how the box treats it.
-  const judge = (what, box, excess) => {
-    if (excess <= 1) return;
-    const x = getComputedStyle(box).overflowX;
-    if (x === 'hidden' || x === 'clip')
-      out.clipped.push(`${what}: ${Math.round(excess)}px cut off (overflow ${x})`);
-    else if ((x === 'auto' || x === 'scroll') && bar(box) < 3)
-      out.clipped.push(`${what}: scrolls ${Math.round(excess)}px with no visible scrollbar`);
-  };
-  // Math: measure the typeset formula (mjx-math), not the container's scrollWidth, which the
-  // hidden MathML copy for screen readers inflates.
-  for (const c of article.querySelectorAll('mjx-container')) {
-    const m = c.querySelector('mjx-math');
-    if (!m || !shown(c)) continue;
-    const display = c.getAttribute('display') === 'true';
-    const box = display ? c : (c.closest('span.math') || c);
-    const excess = m.getBoundingClientRect().right - box.getBoundingClientRect().right
-                   + (display ? box.scrollLeft : 0);
-    judge(`${display ? 'equation' : 'inline math'} ${text(c.querySelector('mjx-assistive-mml') || c)}`,
-          box, excess);
-  }
-  // Code, outputs, tables: the nearest box that does not let them spill.
-  const seen = new Set();
-  for (const el of article.querySelectorAll('div.highlight pre, div.cell_output pre, ' +
-                                            'div.cell_output .output, table')) {
-    if (!shown(el) || el.querySelector('mjx-container')) continue;
-    for (let a = el; a && a !== article.parentElement; a = a.parentElement) {
-      if (getComputedStyle(a).overflowX === 'visible' || a.scrollWidth <= a.clientWidth + 1) continue;
-      if (!seen.has(a)) {
-        seen.add(a);
-        judge(`${el.closest('.cell_output') ? 'output' : el.tagName === 'TABLE' ? 'table' : 'code'} ${text(el)}`,
-              a, a.scrollWidth - a.clientWidth);
-      }
-      break;
-    }
-  }
-  if (out.pageWidth > out.viewport + 1) {
-    // what sticks out: the outermost elements past the right edge, not inside a scroller
-    for (const el of article.querySelectorAll('*')) {
-      const r = el.getBoundingClientRect();
-      if (r.right <= out.viewport + 1 || r.width === 0) continue;
-      let inside = false;
-      for (let a = el.parentElement; a && a !== document.body; a = a.parentElement)
-        if (getComputedStyle(a).overflowX !== 'visible') { inside = true; break; }
-      if (inside || (el.parentElement && el.parentElement.getBoundingClientRect().right > out.viewport + 1)) continue;
-      out.wide.push(`<${el.tagName.toLowerCase()} class="${el.className}"> ${text(el)} ends at ${Math.round(r.right)}px`);
-      if (out.wide.length >= 5) break;
-    }
-  }
-  return out;
-}"""
+LAYOUT = browser_js("layout.js")
 
 # WCAG 2 contrast of caption text against what is behind it.
-CONTRAST = """(minimum) => {
-  const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
-  const lum = ([r, g, b]) => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
-                               return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
-  const bg = el => { for (let a = el; a; a = a.parentElement) { const c = rgb(getComputedStyle(a).backgroundColor);
-                       if (c.length === 3 || c[3] > 0.5) return c.slice(0, 3); } return [255, 255, 255]; };
-  const low = [];
-  let checked = 0;
-  for (const el of document.querySelectorAll('article caption, article figcaption')) {
-    if (!el.getClientRects().length || !el.textContent.trim()) continue;
-    checked++;
-    const fg = rgb(getComputedStyle(el).color).slice(0, 3), back = bg(el);
-    const [hi, lo] = [lum(fg), lum(back)].sort((x, y) => y - x);
-    const ratio = (hi + 0.05) / (lo + 0.05);
-    if (ratio < minimum) low.push(`${JSON.stringify(el.textContent.trim().slice(0, 40))}: ${ratio.toFixed(2)}:1`);
-  }
-  return {checked, low};
-}"""
+CONTRAST = browser_js("contrast.js")
 
-AXE_RUN = """async (only) => {
-  const options = {resultTypes: ['violations']};
-  if (only) options.runOnly = {type: 'rule', values: only};
-  const r = await axe.run(document, options);
-  return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
-    nodes: v.nodes.map(n => n.target.join(' ') + '  ' + n.html.slice(0, 120))}));
-}"""
+AXE_RUN = browser_js("axe-run.js")
 
 
 def _axe(page, only: list[str] | None = None) -> list[dict]:

@@ -19,6 +19,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from browser_support import browser_js
 
 from course_lib.labs.attention_scaling import softmax_with_temperature
 from course_lib.labs.matrices import rotation_matrix
@@ -49,37 +50,12 @@ MOVES = {
 }
 
 # Move one control: a select or range input by value plus input/change events, a radio by click.
-MOVE_JS = """([id, name, value]) => {
-  const controls = document.getElementById(id).querySelector(".course-vega-controls");
-  const el = controls.querySelector(`select[name="${name}"], input[type=range][name="${name}"]`);
-  if (el) {
-    el.value = String(value);
-    el.dispatchEvent(new Event("input", {bubbles: true}));
-    el.dispatchEvent(new Event("change", {bubbles: true}));
-    return true;
-  }
-  const radio = [...controls.querySelectorAll(`input[type=radio][name="${name}"]`)]
-    .find((r) => r.value === String(value));
-  if (radio) { radio.click(); return true; }
-  return false;
-}"""
+MOVE_JS = browser_js("explorer-move.js")
 
 # The live view's parameters and every dataset (rows without nested objects).
-STATE_JS = """async (id) => {
-  const root = document.getElementById(id), view = root.courseVegaView;
-  await view.runAsync();
-  const names = Object.keys(view.getState({data: vega.truthy, signals: vega.falsy,
-                                           recurse: false}).data);
-  const plain = (r) => Object.fromEntries(
-    Object.entries(r).filter(([, v]) => v === null || typeof v !== "object"));
-  const params = Object.fromEntries([...root.querySelectorAll(".course-vega-controls [name]")]
-    .map((el) => [el.name, view.signal(el.name)]));
-  const title = root.querySelector(".course-vega-chart svg .role-title-text text");
-  return {params, title: title && title.textContent,
-          data: Object.fromEntries(names.map((n) => [n, view.data(n).map(plain)]))};
-}"""
+STATE_JS = browser_js("explorer-state.js")
 
-SVG_JS = "(id) => document.getElementById(id).querySelector('.course-vega-chart svg').outerHTML"
+SVG_JS = browser_js("explorer-svg.js")
 
 
 @pytest.fixture(scope="session")
@@ -229,7 +205,8 @@ def expected_title(path: str, s: dict) -> str:
     if path.endswith("03_embeddings.html"):
         return f"d_model = {int(s['d_model'])}, starting at p = {int(s['p'])}"
     if path.endswith("04_attention.html"):
-        return f"d_k = {int(s['d_k'])}, {s['scaling']}, extra factor {10 ** float(s['log10_factor']):.2f}"
+        factor = 10 ** float(s["log10_factor"])
+        return f"d_k = {int(s['d_k'])}, {s['scaling']}, extra factor {factor:.2f}"
     if path.endswith("06_cross_entropy.html"):
         z = torch.tensor([float(s["z_target"]), float(s["z_other"])], dtype=torch.float64)
         loss = F.cross_entropy(z[None], torch.tensor([0])).item()

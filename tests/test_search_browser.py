@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from browser_support import browser_js
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -25,16 +26,8 @@ QUERIES = ["softmax", "cross-entropy", "logits"]
 
 # The search has finished and every result has its summary (fetched after the result is listed)
 # or its description.
-FINISHED = """() => {
-  const status = document.querySelector("#search-results .search-summary, p.search-summary");
-  if (status === null || !/found|did not match/i.test(status.textContent)) return false;
-  return [...document.querySelectorAll("#search-results li")]
-    .every((li) => li.querySelector("p.context, span") !== null);
-}"""
-SUMMARIES = """() => [...document.querySelectorAll("#search-results li")].map((li) => ({
-  title: (li.querySelector("a") || li).textContent.trim(),
-  summary: (li.querySelector("p.context") || {textContent: ""}).textContent,
-}))"""
+FINISHED = browser_js("search-finished.js")
+SUMMARIES = browser_js("search-summaries.js")
 
 
 @pytest.fixture(scope="module")
