@@ -1,8 +1,8 @@
 """Benchmark: our byte-level BPE against Hugging Face ``tokenizers``, and characters against BPE
 tokens for training the chapter's model.
 
-    python benchmarks/bpe_bench.py                  # everything (about 15 min on an idle 2-core machine)
-    python benchmarks/bpe_bench.py --scale 0.05     # a quick smoke run (writes nothing unless --out)
+    python benchmarks/bpe_bench.py               # everything (about 15 min, idle 2-core machine)
+    python benchmarks/bpe_bench.py --scale 0.05  # a quick smoke run (writes nothing unless --out)
 
 1. Learning speed: 1,000 merges on the whole corpus, ours (``course_lib.bpe``, pure Python)
    and the library's (Rust), best of ``--repeats``; whether they learn the same merges.

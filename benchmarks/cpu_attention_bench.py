@@ -1,7 +1,7 @@
 """Benchmark: PyTorch's fused causal attention against a plain baddbmm + softmax + bmm on the CPU.
 
-    python benchmarks/cpu_attention_bench.py              # op and training-step tables (a few minutes)
-    python benchmarks/cpu_attention_bench.py --rounds 3   # quicker, noisier
+    python benchmarks/cpu_attention_bench.py             # op and training-step tables (minutes)
+    python benchmarks/cpu_attention_bench.py --rounds 3  # quicker, noisier
 
 A profile of the chapter's training step put ``F.scaled_dot_product_attention``'s CPU kernel
 at about a quarter of the step at T=64. This script measures whether the three-kernel path
@@ -22,6 +22,7 @@ import math
 import statistics
 import time
 from contextlib import contextmanager
+from functools import partial
 from importlib.resources import files
 
 import torch
@@ -45,7 +46,9 @@ def causal_bias(T: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def plain_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """softmax(q kᵀ/√d + causal bias) v with three batched kernels. q, k, v: (B, H, T, hd) -> (B, H, T, hd)."""
+    """softmax(q kᵀ/√d + causal bias) v with three batched kernels.
+
+    q, k, v: (B, H, T, hd) -> (B, H, T, hd)."""
     B, H, T, hd = q.shape
     qf, kf, vf = (t.reshape(B * H, T, hd) for t in (q, k, v))  # (B·H, T, hd)
     # (B·H, T, T)
@@ -91,6 +94,19 @@ def check_same_numbers(B=4, H=2, T=16, hd=8) -> float:
         gq, gk, gv = torch.autograd.grad(out.pow(2).sum(), (q, k, v))
         grads.append((out, gq, gk, gv))
     return max((a - b).abs().max().item() for a, b in zip(*grads))
+
+
+def _gelu_exact(a, b, c):
+    return F.gelu(a)
+
+
+def _gelu_tanh(a, b, c):
+    return F.gelu(a, approximate="tanh")
+
+
+def _plain_step_seconds(model, opt, x, y) -> float:
+    with plain_attention():
+        return step_seconds(model, opt, x, y, 10, warmup=2)
 
 
 def op_seconds(fn, q, k, v, repeats: int) -> float:
@@ -145,8 +161,8 @@ def main(argv: list[str] | None = None) -> dict:
         q, k, v = (torch.randn(*shape, generator=g, requires_grad=True) for _ in range(3))
         repeats = 30
         f, pl, ratio = paired(
-            lambda: op_seconds(lambda a, b, c: _fused(a, b, c, is_causal=True), q, k, v, repeats),
-            lambda: op_seconds(plain_causal_attention, q, k, v, repeats),
+            partial(op_seconds, partial(_fused, is_causal=True), q, k, v, repeats),
+            partial(op_seconds, plain_causal_attention, q, k, v, repeats),
             args.rounds,
         )
         results["op"][name] = {
@@ -175,11 +191,9 @@ def main(argv: list[str] | None = None) -> dict:
             generator=torch.Generator().manual_seed(0),
             requires_grad=True,
         )
-        exact = lambda a, b, c: F.gelu(a)  # noqa: E731
-        tanh = lambda a, b, c: F.gelu(a, approximate="tanh")  # noqa: E731
         f, pl, ratio = paired(
-            lambda: op_seconds(exact, h, None, None, 30),
-            lambda: op_seconds(tanh, h, None, None, 30),
+            partial(op_seconds, _gelu_exact, h, None, None, 30),
+            partial(op_seconds, _gelu_tanh, h, None, None, 30),
             args.rounds,
         )
         diff = (F.gelu(h) - F.gelu(h, approximate="tanh")).abs().max().item()
@@ -209,13 +223,10 @@ def main(argv: list[str] | None = None) -> dict:
         g = torch.Generator().manual_seed(0)
         x = torch.randint(81, (cfg.batch_size, mcfg.block_size), generator=g)
         y = torch.randint(81, (cfg.batch_size, mcfg.block_size), generator=g)
-
-        def plain_step():
-            with plain_attention():
-                return step_seconds(model, opt, x, y, 10, warmup=2)
-
         f, pl, ratio = paired(
-            lambda: step_seconds(model, opt, x, y, 10, warmup=2), plain_step, args.rounds
+            partial(step_seconds, model, opt, x, y, 10, warmup=2),
+            partial(_plain_step_seconds, model, opt, x, y),
+            args.rounds,
         )
         tokens = cfg.batch_size * mcfg.block_size
         results["step"][name] = {

@@ -11,8 +11,8 @@ embedding and loss, and the rest (framework overhead, copies, additions). Then t
 products' rate inside the step against the same products timed alone
 (``train_bench.matmul_rate_at_model_shapes``), the model-FLOP utilisation (MFU) against the
 machine's fp32 matmul peak, and its ceiling: the products' own rate inside the step, the MFU
-if everything else (attention included) took no time. It changes nothing in course_lib: the table says what a faster step
-could come from.
+if everything else (attention included) took no time. It changes nothing in course_lib: the
+table says what a faster step could come from.
 
 Known cost inside "attention" (measured 2026-11-23, torch 2.13.0 CPU wheel): the flash kernel's
 ``parallel_for`` calls MKL's sgemm on each thread, and MKL opens a nested one-thread OpenMP team

@@ -66,7 +66,8 @@ def measure(site: Path, pages: list[str]) -> dict:
             page.on("response", on_response)
             page.goto(base + path, wait_until="load")
             page.evaluate("""async () => {
-              if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+              const started = window.MathJax && MathJax.startup && MathJax.startup.promise;
+              if (started) await MathJax.startup.promise;
             }""")
             page.wait_for_load_state("networkidle")
             page.wait_for_timeout(500)

@@ -1,6 +1,6 @@
 """Scaling runs: validation loss against training compute for a small grid of MiniGPTs.
 
-    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/scaling_runs.py          # the grid (about 5-10 min)
+    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/scaling_runs.py  # the grid (about 5-10 min)
     python benchmarks/scaling_runs.py --budgets 3e10,1e11 --out /tmp/s.json  # a quick smoke run
 
 An IsoFLOP grid in the manner of Hoffmann et al. (2022): for every compute budget C (training
@@ -165,8 +165,9 @@ def main(argv: list[str] | None = None) -> dict:
             flush=True,
         )
     out = {
-        "description": "IsoFLOP grid of MiniGPTs on the course corpus (benchmarks/scaling_runs.py): "
-        "compute = flops_per_token x tokens trained; val_loss in nats per character.",
+        "description": "IsoFLOP grid of MiniGPTs on the course corpus "
+        "(benchmarks/scaling_runs.py): compute = flops_per_token x tokens trained; val_loss in "
+        "nats per character.",
         "machine": {
             "processor": platform.processor() or platform.machine(),
             "threads": 1,

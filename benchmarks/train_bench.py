@@ -1,6 +1,6 @@
 """Benchmark: the baby-GPT baseline against the course's configurations, on the course corpus.
 
-    python benchmarks/train_bench.py            # everything, on an otherwise idle machine (about 20 min)
+    python benchmarks/train_bench.py  # everything, on an otherwise idle machine (about 20 min)
     python benchmarks/train_bench.py --only baseline,chapter --scale 0.1   # a quick smoke run
 
 Trains each configuration of ``course_lib/configs`` (baseline, chapter, long) in one process,

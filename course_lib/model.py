@@ -234,7 +234,10 @@ class KVCache:
 
     def nbytes(self) -> int:
         return sum(
-            t.numel() * t.element_size() for l in self.layers for t in (l.k, l.v) if t is not None
+            t.numel() * t.element_size()
+            for layer in self.layers
+            for t in (layer.k, layer.v)
+            if t is not None
         )
 
 
@@ -479,7 +482,7 @@ class MiniGPT(nn.Module):
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, **options) -> torch.Tensor:
-        """Continue idx (B, T) by ``max_new_tokens`` sampled tokens; returns (B, T + max_new_tokens).
+        """Continue idx (B, T) by ``max_new_tokens`` sampled tokens: (B, T + max_new_tokens).
 
         ``options`` are those of ``course_lib.generate.generate`` (their one home):
         temperature (below 1 sharpens, above 1 flattens; 0 means always the most likely
@@ -560,18 +563,18 @@ def to_grouped_query(model: MiniGPT, n_kv_heads: int) -> MiniGPT:
     new_cfg = replace(cfg, n_kv_heads=n_kv_heads)  # validates that n_kv_heads divides n_head
     out = MiniGPT(new_cfg)
     state = model.state_dict()
-    d, hd, H, group = cfg.d_model, cfg.head_dim, cfg.n_head, cfg.n_head // n_kv_heads
+    d, hd, group = cfg.d_model, cfg.head_dim, cfg.n_head // n_kv_heads
+
+    def pool(t):  # (n_head hd, ...) -> (n_kv hd, ...): each group's key/value rows averaged
+        shape = t.shape[1:]
+        return t.reshape(n_kv_heads, group, hd, *shape).mean(dim=1).reshape(n_kv_heads * hd, *shape)
+
     for i in range(cfg.n_layer):
         for kind in ("weight", "bias"):
             key = f"blocks.{i}.attn.qkv.{kind}"
             if key not in state:
                 continue
             q, k, v = state[key].split(d)  # (d, ...) each: the rows of Q, K and V
-            pool = lambda t: (
-                t.reshape(n_kv_heads, group, hd, *t.shape[1:])
-                .mean(dim=1)
-                .reshape(n_kv_heads * hd, *t.shape[1:])
-            )
             state[key] = torch.cat([q, pool(k), pool(v)])  # (d + 2 n_kv hd, ...)
     out.load_state_dict(state)
     return out.train(model.training)
@@ -588,7 +591,9 @@ def _sha256(path: Path) -> str:
 
 
 def load_pretrained(name: str = "chapter", verify: bool = True):
-    """The course's pretrained model (eval mode) and its tokenizer: ``model, tok = load_pretrained()``.
+    """The course's pretrained model (eval mode) and its tokenizer.
+
+    ``model, tok = load_pretrained()``.
 
     ``chapter``: the Chapter 8 shape (course_lib/configs/chapter.json) trained on the
     Shakespeare corpus by ``python -m course_lib.train``. With ``verify`` the file's sha256 is

@@ -787,7 +787,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument(
         "--resume",
         default=None,
-        help="checkpoint to continue from (its own config is used; --max-steps replaces its max_steps)",
+        help="checkpoint to continue from (its own config; --max-steps replaces its max_steps)",
     )
     p.add_argument(
         "--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps"

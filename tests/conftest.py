@@ -63,9 +63,9 @@ def built_book() -> Path:
         log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
         if proc.returncode != 0:
             lines = [
-                l
-                for l in (proc.stdout + proc.stderr).splitlines()
-                if "WARNING" in l or "ERROR" in l or "Error" in l
+                line
+                for line in (proc.stdout + proc.stderr).splitlines()
+                if "WARNING" in line or "ERROR" in line or "Error" in line
             ]
             pytest.fail(
                 f"the clean book build failed (exit {proc.returncode}); full log in {log}.\n"
@@ -95,9 +95,9 @@ def _build_pdf_first() -> None:
     log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0:
         lines = [
-            l
-            for l in (proc.stdout + proc.stderr).splitlines()
-            if "WARNING" in l or "ERROR" in l or "Error" in l
+            line
+            for line in (proc.stdout + proc.stderr).splitlines()
+            if "WARNING" in line or "ERROR" in line or "Error" in line
         ]
         pytest.fail(
             f"the clean single-page build (for the PDF) failed (exit {proc.returncode});"

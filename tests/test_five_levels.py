@@ -60,7 +60,7 @@ def test_chapter_has_one_five_level_tab_set(md):
 
     items = [(m.group("label"), m.group("body").strip()) for m in TAB_ITEM.finditer(sets[0])]
     assert [label for label, _ in items] == LEVELS, (
-        f"{md.name}: tabs {items and [l for l, _ in items]}"
+        f"{md.name}: tabs {items and [label for label, _ in items]}"
     )
     for label, body in items:
         words = len(body.split())

@@ -69,7 +69,7 @@ def test_top_p_keeps_the_smallest_set_reaching_p(p):
 
 
 def test_top_p_matches_hugging_face_ascending_formulation():
-    """HF TopPLogitsWarper: sort ascending, remove tokens whose cumulative probability is <= 1 - p."""
+    """HF TopPLogitsWarper: sort ascending, drop tokens whose cumulative probability is <= 1 - p."""
     logits = _logits(5, 50, seed=2)
     for p in (0.2, 0.7, 0.95):
         sorted_logits, idx = torch.sort(logits, descending=False)

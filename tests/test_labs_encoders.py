@@ -60,7 +60,10 @@ def test_encode_masked(tok):
 
 
 def test_clean_play_drops_headings_directions_and_acts():
-    raw = "TITLE\n\nPERSONS.\n\nACT I.\n\nSCENE 1. A room.\n\n[Enter VIOLA.]\n\nVIOLA.\nWhat country, friends, is this?\n"
+    raw = (
+        "TITLE\n\nPERSONS.\n\nACT I.\n\nSCENE 1. A room.\n\n[Enter VIOLA.]\n\n"
+        "VIOLA.\nWhat country, friends, is this?\n"
+    )
     assert clean_play(raw) == "What country, friends, is this?"
 
 

@@ -111,11 +111,15 @@ def test_the_rule_checker_sees_violations(tmp_path):
         "course_lib/model.py": "from .labs import rope\n",
         "course_lib/attention.py": "import torch\n",
         "course_lib/labs/__init__.py": "",
-        "course_lib/labs/rope.py": "from ..attention import x\nfrom ..viz.plotting import new_figure\n",
+        "course_lib/labs/rope.py": (
+            "from ..attention import x\nfrom ..viz.plotting import new_figure\n"
+        ),
         "course_lib/viz/__init__.py": "",
         "course_lib/viz/plotting.py": "import matplotlib\nfrom ..attention import x\n",
         "course_lib/grading/__init__.py": "",
-        "course_lib/grading/checks.py": "import matplotlib.pyplot\nfrom course_lib.model import y\n",
+        "course_lib/grading/checks.py": (
+            "import matplotlib.pyplot\nfrom course_lib.model import y\n"
+        ),
     }
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

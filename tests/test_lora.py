@@ -1,4 +1,4 @@
-"""LoRA (course_lib.lora) against plain PyTorch: the adapted layer is F.linear with W + (α/r) B A."""
+"""LoRA (course_lib.lora) against plain PyTorch: the adapted layer is F.linear with W + (α/r) BA."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""MiniGPT: shapes, causality, the two attention paths, parameter count, initial loss, generation."""
+"""MiniGPT: shapes, causality, both attention paths, parameter count, initial loss, generation."""
 
 from __future__ import annotations
 
@@ -222,6 +222,11 @@ def _gqa_as_mha(gqa: MiniGPT) -> MiniGPT:
     mha = MiniGPT(GPTConfig(**{**cfg.to_dict(), "n_kv_heads": None}))
     state = gqa.state_dict()
     d, hd, H, Hkv = cfg.d_model, cfg.head_dim, cfg.n_head, cfg.kv_heads
+
+    def rep(t):  # (Hkv hd, ...) -> (H hd, ...): each key/value head copied for its query heads
+        shape = t.shape[1:]
+        return t.reshape(Hkv, hd, *shape).repeat_interleave(H // Hkv, dim=0).reshape(H * hd, *shape)
+
     for i in range(cfg.n_layer):
         for kind in ("weight", "bias"):
             key = f"blocks.{i}.attn.qkv.{kind}"
@@ -229,11 +234,6 @@ def _gqa_as_mha(gqa: MiniGPT) -> MiniGPT:
                 continue
             w = state[key]
             q, k, v = w[:d], w[d : d + Hkv * hd], w[d + Hkv * hd :]
-            rep = lambda t: (
-                t.reshape(Hkv, hd, *t.shape[1:])
-                .repeat_interleave(H // Hkv, dim=0)
-                .reshape(H * hd, *t.shape[1:])
-            )
             state[key] = torch.cat([q, rep(k), rep(v)])
     mha.load_state_dict(state)
     return mha
@@ -274,7 +274,7 @@ def test_rope_model_scores_depend_only_on_offsets():
 
 
 def test_rope_attention_matches_rotated_reference():
-    """The model's RoPE path = rotate q and k with course_lib.labs.rope's apply_rope, then attend."""
+    """The model's RoPE path = rotate q and k with course_lib.labs.rope.apply_rope, then attend."""
     from course_lib.labs.rope import apply_rope
 
     cfg = GPTConfig(**CFG, pos="rope")
@@ -282,7 +282,10 @@ def test_rope_attention_matches_rotated_reference():
     attn = CausalSelfAttention(cfg)
     x = torch.randn(2, 9, 32)
     q, k, v = attn.qkv(x).split(32, dim=2)
-    heads = lambda t: t.view(2, 9, 4, 8).transpose(1, 2)  # (B, H, T, hd)
+
+    def heads(t):
+        return t.view(2, 9, 4, 8).transpose(1, 2)  # (B, H, T, hd)
+
     q, k = apply_rope(heads(q)), apply_rope(heads(k))
     out = (
         F.scaled_dot_product_attention(q, k, heads(v), is_causal=True)

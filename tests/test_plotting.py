@@ -46,7 +46,7 @@ def test_loss_curve_plots_every_curve():
     fig = loss_curve({"step": [0, 10, 20], "train": [3.0, 2.0, 1.5], "val": [3.1, 2.2, 1.8]})
     _assert_course_figure(fig)
     lines = fig.axes[0].get_lines()
-    assert [l.get_label() for l in lines] == ["train", "val"]
+    assert [line.get_label() for line in lines] == ["train", "val"]
     np.testing.assert_allclose(lines[1].get_ydata(), [3.1, 2.2, 1.8])
     np.testing.assert_allclose(lines[0].get_xdata(), [0, 10, 20])
     _assert_course_figure(loss_curve([2.0, 1.0]))
@@ -88,9 +88,9 @@ def test_line_plot_draws_each_curve_on_its_axes():
     )
     _assert_course_figure(fig)
     ax = fig.axes[0]
-    lines = [l for l in ax.get_lines() if l.get_label() in ("a", "b")]
-    assert [l.get_label() for l in lines] == ["a", "b"]
-    assert [l.get_marker() for l in lines] == ["o", "s"]
+    lines = [line for line in ax.get_lines() if line.get_label() in ("a", "b")]
+    assert [line.get_label() for line in lines] == ["a", "b"]
+    assert [line.get_marker() for line in lines] == ["o", "s"]
     np.testing.assert_allclose(lines[1].get_ydata(), [1.0, 0.5, 0.25])
     np.testing.assert_allclose(lines[0].get_xdata(), [1, 2, 4])
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
@@ -104,7 +104,7 @@ def test_line_plot_curve_with_its_own_x_and_errors():
     fig, ax = new_figure()
     out = line_plot({"curve": [0.0, 1.0, 4.0], "point": ([1.5], [2.0])}, ax=ax, legend=False)
     assert out is ax and ax.get_legend() is None
-    point = [l for l in ax.get_lines() if l.get_label() == "point"][0]
+    point = [line for line in ax.get_lines() if line.get_label() == "point"][0]
     np.testing.assert_allclose(point.get_xdata(), [1.5])
     plt.close(fig)
     with pytest.raises(ValueError, match="empty"):
@@ -151,7 +151,7 @@ def test_vector_plot_arrows_points_and_labels():
     assert [t.get_text() for t in ax.texts if t.get_text()] == ["cat"]
     assert len(ax.patches) == 1 and ax.get_xlim() == (-1.4, 1.4)
     fig = vector_plot([("a", [0.5, 0.5], "C0")], arrows=False, points=True, lim=(-0.05, 1.1))
-    dots = [l for l in fig.axes[0].get_lines() if l.get_marker() == "o"]
+    dots = [line for line in fig.axes[0].get_lines() if line.get_marker() == "o"]
     np.testing.assert_allclose(dots[0].get_xydata(), [[0.5, 0.5]])
     with pytest.raises(ValueError, match="two coordinates"):
         vector_plot([("3d", [1.0, 2.0, 3.0], "C0")])

@@ -118,7 +118,7 @@ def test_lstm_with_open_forget_gate_and_closed_input_gate_keeps_its_memory():
     )
     c0 = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
     h, c = torch.zeros(H, dtype=torch.float64), c0
-    for t in range(50):
+    for _ in range(50):
         h, c = lstm_cell(torch.randn(D, dtype=torch.float64), h, c, w)
     torch.testing.assert_close(c, c0, atol=1e-15, rtol=0)
 

@@ -177,7 +177,10 @@ def torch_block_model(P: dict, tokens: str, target: str):
     T = len(tokens)
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for i in (1, 2):
-        B = lambda n: P[f"block{i}.{n}"]  # noqa: E731
+
+        def B(n, i=i):
+            return P[f"block{i}.{n}"]
+
         a = F.layer_norm(h, (2,), B("ln1.g"), B("ln1.b"), eps=1e-5)
         h = (
             h
@@ -336,9 +339,9 @@ def expected_values() -> dict[str, list[float]]:
     losses = [run(Wb, t, y_)["loss"] for t, y_ in PATTERNS]
     mean = sum(losses) / 3
     mean.backward()
-    for key, l in zip(["AB", "AA", "BA"], losses):
-        ex[f"e4_loss_{key}"] = [l.item()]
-    ex["e4_loss_mean"] = [l.item() for l in losses] + [3.0, mean.item()]
+    for key, loss in zip(["AB", "AA", "BA"], losses):
+        ex[f"e4_loss_{key}"] = [loss.item()]
+    ex["e4_loss_mean"] = [loss.item() for loss in losses] + [3.0, mean.item()]
     ex["e4_dWO_mean"] = flat(Wb["W_O"].grad)
     W1 = sgd(Wb, {k: v.grad for k, v in Wb.items()}, LR)
     ex["e4_step_before"] = [mean.item()]
@@ -442,7 +445,7 @@ def expected_values() -> dict[str, list[float]]:
         ):
             first = step
         opt.zero_grad()
-        (sum(l for l, _ in outs) / 3).backward()
+        (sum(loss for loss, _ in outs) / 3).backward()
         opt.step()
     outs = [torch_block_model(P, t, y_) for t, y_ in PATTERNS]
     ex.update(
@@ -450,7 +453,7 @@ def expected_values() -> dict[str, list[float]]:
             "e6_lr": [0.01],
             "e6_steps": [300.0],
             "e6_first_learned": [float(first)],
-            "e6_loss_final": [(sum(l for l, _ in outs) / 3).item()],
+            "e6_loss_final": [(sum(loss for loss, _ in outs) / 3).item()],
         }
     )
     for key, (_, pr), (_, y_) in zip(["AB", "AA", "BA"], outs, PATTERNS):

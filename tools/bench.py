@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+from . import ROOT
 from .toc import page_path, toc_files
 
 BUDGET_S = 120.0
-from . import ROOT
 
 
 def toc_pages(root: Path = ROOT) -> list[Path]:

@@ -13,8 +13,8 @@ This extension
   type of a bundle when it parses a notebook, and chooses one per builder afterwards; it has
   no renderer for ours, so :func:`_render_mime_type` supplies it);
 - before myst-nb's choice (the ``SelectMimeType`` post-transform), joins the two images into one
-  :class:`course_picture` node, which the HTML writer writes as
-  ``<picture><source media="screen and (max-width: 640px)" srcset="narrow.svg"><img src="wide.svg"></picture>``:
+  :class:`course_picture` node, which the HTML writer writes as ``<picture><source
+  media="screen and (max-width: 640px)" srcset="narrow.svg"><img src="wide.svg"></picture>``:
   the browser fetches only the one it shows, so a page gets no heavier on a desktop. Print
   (the PDF, tools/pdf.py) keeps the wide layout, as a desktop does. The
   ``<img>`` keeps the cell's alt text and the figure its caption, name and number (the picture

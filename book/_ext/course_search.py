@@ -1,8 +1,8 @@
 """Readable search results: the summaries on ``search.html`` show math as plain text.
 
 Sphinx's search page (``searchtools.js``) fetches each hit's HTML and cuts its summary from the
-page's text, where MathJax's source is still raw TeX: ``\\(\\mathrm{softmax}(QK^\\top/\\sqrt{d_k})\\)``.
-This extension
+page's text, where MathJax's source is still raw TeX:
+``\\(\\mathrm{softmax}(QK^\\top/\\sqrt{d_k})\\)``. This extension
 
 - converts every math node to a plain-text (Unicode) rendering at build time with pylatexenc's
   ``LatexNodes2Text`` (:func:`math_text`: ``softmax(QKᵀ/√(d_k))``), and writes it into the

@@ -26,14 +26,17 @@
 
 All of it happens at build time, in Python. The site's own JavaScript is small and served only
 where needed: the widget glue in ``course_assets.py``, the explorers' embedding in
-``course_vega.py``, and the search page's plain-text math in ``course_search.py``. Templates and assets live next to this file, not in a ``_static/``
-source folder (Jupyter Book would inject every ``.js`` found there into every page).
+``course_vega.py``, and the search page's plain-text math in ``course_search.py``. Templates
+and assets live next to this file, not in a ``_static/`` source folder (Jupyter Book would
+inject every ``.js`` found there into every page).
 """
 
 from __future__ import annotations
 
 import html
+import posixpath
 import re
+from functools import partial
 from pathlib import Path
 
 from docutils import nodes
@@ -296,14 +299,27 @@ def trim_scripts(app, pagename, context) -> None:
 _HREF = re.compile(r'href="([^"#:]+)(#[^"]*)?"')
 
 
+def _relink(m: re.Match, rel: str, dest: str, dl: dict, src: Path) -> str:
+    """One link ``m`` of page ``rel``, now at ``_downloads/<dest>``, pointed at its target."""
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), m.group(1)))
+    if target in dl:
+        new = f"_downloads/{dl[target][1]}"
+    elif target.endswith(".html") and any(
+        (src / target).with_suffix(ext).is_file() for ext in (".md", ".ipynb")
+    ):
+        new = target  # a page of the book: same path in the site
+    else:
+        return m.group(0)
+    here = posixpath.dirname(f"_downloads/{dest}")
+    return f'href="{posixpath.relpath(new, here)}{m.group(2) or ""}"'
+
+
 def relink_downloads(app, exception) -> None:
     """HTML files offered with ``{download}`` (the worksheets of Chapter 5) are copied to
     ``_downloads/<hash>/``; their relative links (back to the chapter, to the answer key) were
     written for the source folder. Point them at the same targets from the new place."""
     if exception is not None or app.builder.format != "html":
         return
-    import posixpath
-
     dl = getattr(app.env, "dlfiles", {}) or {}
     src = Path(app.srcdir)
     fixed = 0
@@ -313,22 +329,8 @@ def relink_downloads(app, exception) -> None:
         out = Path(app.outdir) / "_downloads" / dest
         if not out.is_file():
             continue
-        here = posixpath.dirname(f"_downloads/{dest}")
         text = out.read_text(encoding="utf-8")
-
-        def repl(m):
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), m.group(1)))
-            if target in dl:
-                new = f"_downloads/{dl[target][1]}"
-            elif target.endswith(".html") and any(
-                (src / target).with_suffix(ext).is_file() for ext in (".md", ".ipynb")
-            ):
-                new = target  # a page of the book: same path in the site
-            else:
-                return m.group(0)
-            return f'href="{posixpath.relpath(new, here)}{m.group(2) or ""}"'
-
-        new_text = _HREF.sub(repl, text)
+        new_text = _HREF.sub(partial(_relink, rel=rel, dest=dest, dl=dl, src=src), text)
         if new_text != text:
             out.write_text(new_text, encoding="utf-8")
             fixed += 1

@@ -137,7 +137,7 @@ def initial_params() -> Params:
 # Softmax and its derivative
 # --------------------------------------------------------------------------------------------
 def log_softmax(z: np.ndarray) -> np.ndarray:
-    """log softmax over the last axis, by log-sum-exp (finite even when a probability rounds to 0)."""
+    """log softmax over the last axis, by log-sum-exp (finite even where a probability is 0)."""
     z = np.asarray(z, dtype=float)
     shifted = z - z.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
@@ -278,7 +278,7 @@ class Forward:
 
 
 def forward(params: Params, tokens: Sequence[str], target: str) -> Forward:
-    """Tokens -> embeddings -> causal attention -> last context -> logits -> probabilities -> loss."""
+    """Tokens -> embeddings -> causal attention -> last context -> logits -> probs -> loss."""
     y = onehot(target)
     attn = attention_forward(embed(tokens), params.W_Q, params.W_K, params.W_V)
     h = attn.out[-1]  # (d,): only the last position predicts the next token
@@ -490,6 +490,11 @@ def transformer_init(n_blocks: int = 2) -> dict[str, np.ndarray]:
     return params
 
 
+def _block(params: dict, i: int):
+    """Block i's parameters by short name: ``_block(params, 1)("W_Q")`` is params["block1.W_Q"]."""
+    return lambda name: params[f"block{i}.{name}"]
+
+
 def _n_blocks(params: dict) -> int:
     return len({k.split(".")[0] for k in params if k.startswith("block")})
 
@@ -505,7 +510,7 @@ def transformer_forward(params: dict, tokens: Sequence[str], target: str) -> dic
     y = onehot(target)
     blocks = []
     for i in range(1, _n_blocks(params) + 1):
-        P = lambda n: params[f"block{i}.{n}"]  # noqa: E731
+        P = _block(params, i)
         ln1 = layernorm_forward(h, P("ln1.g"), P("ln1.b"))
         attn = attention_forward(ln1.y, P("W_Q"), P("W_K"), P("W_V"))
         h_mid = h + attn.out  # residual around attention
@@ -549,7 +554,7 @@ def transformer_backward(params: dict, cache: dict) -> dict[str, np.ndarray]:
     d_h, grads["lnf.g"], grads["lnf.b"] = layernorm_backward(lnf, params["lnf.g"], d_lnf)
     for i in range(len(cache["blocks"]), 0, -1):
         b = cache["blocks"][i - 1]
-        P = lambda n: params[f"block{i}.{n}"]  # noqa: E731
+        P = _block(params, i)
         fp = FFNParams(P("W1"), P("b1"), P("W2"), P("b2"))
         g = ffn_backward(fp, b["ffn"], d_h)
         for n in ("W1", "b1", "W2", "b2"):

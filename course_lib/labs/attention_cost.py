@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -189,9 +190,9 @@ def _measure(lengths, n_heads, head_dim, repeats, gen, block) -> dict[str, list]
         for T in lengths:
             # (1, H, T, hd)
             q, k, v = (torch.randn(1, n_heads, T, head_dim, generator=gen) for _ in range(3))
-            naive = lambda: scaled_dot_product_attention(q, k, v)[0]  # noqa: E731
-            fused = lambda: F.scaled_dot_product_attention(q, k, v)  # noqa: E731
-            tiled = lambda: tiled_attention(q, k, v, block=block)  # noqa: E731
+            naive = partial(_attention_output, q, k, v)
+            fused = partial(F.scaled_dot_product_attention, q, k, v)
+            tiled = partial(tiled_attention, q, k, v, block=block)
             res["T"].append(int(T))
             for name, fn in (("naive", naive), ("fused", fused), ("tiled", tiled)):
                 res[f"time_{name}"].append(best_time(fn, repeats))
@@ -204,6 +205,10 @@ def _measure(lengths, n_heads, head_dim, repeats, gen, block) -> dict[str, list]
                 )
             )
     return res
+
+
+def _attention_output(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return scaled_dot_product_attention(q, k, v)[0]  # the (..., T, d_v) output, weights dropped
 
 
 def tiled_attention(
@@ -227,7 +232,7 @@ def tiled_attention(
         raise ValueError(f"tiled_attention: causal=True needs T_q == T_k; got {T_q} and {T_k}.")
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype)  # (..., T_q, 1) running max
-    l = torch.zeros_like(m)  # (..., T_q, 1) running Σ exp(s - m)
+    l = torch.zeros_like(m)  # (..., T_q, 1) running Σ exp(s - m)  # noqa: E741 (the paper's l)
     acc = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)  # (..., T_q, d_v)
     rows = torch.arange(T_q)[:, None]  # (T_q, 1)
     for start in range(0, T_k, block):
@@ -241,7 +246,7 @@ def tiled_attention(
         m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
         p = torch.exp(s - m_safe)  # (..., T_q, b)
         correction = torch.exp(m - m_safe)  # (..., T_q, 1): rescales the old sums
-        l = l * correction + p.sum(dim=-1, keepdim=True)
+        l = l * correction + p.sum(dim=-1, keepdim=True)  # noqa: E741
         acc = acc * correction + p @ vb  # (..., T_q, d_v)
         m = m_new
     return acc / l  # (..., T_q, d_v)

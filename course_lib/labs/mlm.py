@@ -43,7 +43,7 @@ MLM_CONFIG = {
 
 
 def encode_masked(tok: CharTokenizer, text: str, blank: str = "_") -> torch.Tensor:
-    """Encode ``text`` with every ``blank`` character turned into the mask id (tok.vocab_size): (T,)."""
+    """Encode ``text``, every ``blank`` character turned into the mask id (tok.vocab_size): (T,)."""
     ids = [tok.vocab_size if c == blank else tok.stoi.get(c, -1) for c in text]
     if -1 in ids:
         raise ValueError(f"encode_masked: {text!r} has characters outside the vocabulary.")

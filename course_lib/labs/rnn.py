@@ -42,7 +42,7 @@ def sequential_steps(T: int, layer: str) -> int:
 
 
 def max_path_length(T: int, layer: str) -> int:
-    """Longest path, in layer steps, between the first and last of T tokens (Vaswani et al., Table 1)."""
+    """Longest path in layer steps between the first and last of T tokens (Vaswani, Table 1)."""
     return {"rnn": T - 1, "attention": 1}[_layer(layer)]
 
 

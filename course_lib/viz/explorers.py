@@ -222,11 +222,13 @@ def rotation_explorer(theta_deg: int = 90) -> alt.LayerChart:
         ],
     )
     t = "theta_deg * PI / 180"
-    # round to 2 decimals first and drop the sign of a zero, as the Python title does
-    # noqa: E731
-    entry = lambda e: _fmt(
-        f"(abs(round(100 * ({e})) / 100) < 0.005 ? 0 : round(100 * ({e})) / 100)", ".2f"
-    )
+
+    def entry(e):
+        """Round to 2 decimals first and drop the sign of a zero, as the Python title does."""
+        return _fmt(
+            f"(abs(round(100 * ({e})) / 100) < 0.005 ? 0 : round(100 * ({e})) / 100)", ".2f"
+        )
+
     c, s, ms = entry(f"cos({t})"), entry(f"sin({t})"), entry(f"-sin({t})")
     title = (
         f"'θ = ' + format(theta_deg, '.0f') + '°:  R = [[' + {c} + ', ' + {ms} + '], ['"
@@ -506,7 +508,8 @@ def optimiser_paths(steps: int = 60) -> list[dict]:
     on the slider's grid), run with ``course_lib.optim.optimise_2d`` from the chapter's start
     points. Each row: ``o``, ``s``, ``l`` (log10 lr), ``n`` (steps run), ``status`` (as the
     chapter prints it) and ``path``, the points as "x,y;x,y;..." (2 decimals, repeated points
-    left out; the browser splits it). Points outside |x|, |y| < 1e3 are dropped (as the chapter's plot does).
+    left out; the browser splits it). Points outside |x|, |y| < 1e3 are dropped (as the chapter's
+    plot does).
     """
     rows = []
     for surface in SURFACE_NAMES:
@@ -586,7 +589,9 @@ def optimiser_explorer(
             yb=f"{y0} + (datum.iy + 1) * ({y1} - {y0}) / {ny}",
         )
         .transform_calculate(
-            surface_loss=f"surface == 'ravine' ? {SURFACE_EXPR['ravine']} : {SURFACE_EXPR['rosenbrock']}",
+            surface_loss=(
+                f"surface == 'ravine' ? {SURFACE_EXPR['ravine']} : {SURFACE_EXPR['rosenbrock']}"
+            ),
             log_loss="log(1 + datum.surface_loss)",
         )
     )
