@@ -31,7 +31,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import torch
-from _common import write_json  # run from benchmarks/
+from _common import results_file, write_json  # run from benchmarks/
 
 from course_lib.bpe import BPETokenizer, bits_per_character, gpt2_pattern, train_library_bpe
 from course_lib.corpus import load_corpus
@@ -39,7 +39,7 @@ from course_lib.data import CharTokenizer, encode_splits, split_text
 from course_lib.model import flops_per_token
 from course_lib.train import Trainer, load_config
 
-RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "bpe_vs_char.json"
+RESULTS = results_file("bpe_vs_char.json")
 COUNT_VOCABS = (512, 1024, 4096)
 TRAIN_VOCABS = (512, 1024, 4096)
 

@@ -26,7 +26,7 @@ import statistics
 from pathlib import Path
 
 import torch
-from _common import write_json  # run from benchmarks/
+from _common import results_file, write_json  # run from benchmarks/
 
 from course_lib.labs.finetune import (
     FT_SETTINGS,
@@ -37,7 +37,7 @@ from course_lib.labs.finetune import (
     zero_shot,
 )
 
-RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "finetune_bench.json"
+RESULTS = results_file("finetune_bench.json")
 RUNS = [("scratch", None), ("probe", None), ("full", None), ("lora", 1), ("lora", 4), ("lora", 16)]
 
 

@@ -34,15 +34,14 @@ from importlib.resources import files
 from pathlib import Path
 
 import torch
-from _common import write_json  # run from benchmarks/
+from _common import results_file, write_json  # run from benchmarks/
 from train_bench import compare_with_torch_encoder  # run from benchmarks/
 
 from course_lib.model import flops_per_token
 from course_lib.train import AUTOCAST_DTYPES, load_config, resolve_device, resolve_precision, run
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "course_lib" / "results" / "gpu_bench.json"
-CPU_RESULTS = ROOT / "course_lib" / "results" / "train_bench.json"
+RESULTS = results_file("gpu_bench.json")
+CPU_RESULTS = results_file("train_bench.json")
 
 #: Dense (not 2:4-sparse) tensor-core peaks in TFLOP/s, from NVIDIA's datasheets: bf16 where the
 #: GPU has it, fp16 on the T4 and V100 (no bf16). Matched against torch.cuda.get_device_name(),

@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 
 import torch
-from _common import write_json  # run from benchmarks/
+from _common import results_file, write_json  # run from benchmarks/
 
 from course_lib.generate import generate
 from course_lib.model import GPTConfig, MiniGPT, kv_cache_bytes
 
-RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "kv_cache.json"
+RESULTS = results_file("kv_cache.json")
 SHAPE = dict(vocab_size=65, n_layer=4, n_head=4, d_model=96, bias=False)
 
 

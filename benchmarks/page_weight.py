@@ -23,10 +23,9 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+from _common import ROOT  # run from benchmarks/ (it puts the root on the path)
 
+sys.path.insert(0, str(ROOT / "tests"))
 from browser_support import CHROMIUM_ARGS, serve, toc_pages  # noqa: E402
 
 

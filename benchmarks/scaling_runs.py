@@ -28,12 +28,12 @@ import time
 from pathlib import Path
 
 import torch
-from _common import write_json  # run from benchmarks/
+from _common import results_file, write_json  # run from benchmarks/
 
 from course_lib.model import GPTConfig, flops_per_token
 from course_lib.train import TrainConfig, Trainer, corpus_tokens
 
-RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "scaling.json"
+RESULTS = results_file("scaling.json")
 
 #: (n_layer, d_model, n_head) of the model sizes, smallest first
 SIZES = [(1, 32, 2), (2, 48, 2), (2, 64, 4), (3, 96, 4), (4, 128, 4), (6, 192, 6)]

@@ -25,12 +25,12 @@ from importlib.resources import files
 from pathlib import Path
 
 import torch
-from _common import write_json  # run from benchmarks/
+from _common import results_file, write_json  # run from benchmarks/
 
 from course_lib.model import GPTConfig, MiniGPT, TorchEncoderGPT, flops_per_token
 from course_lib.train import load_config, make_optimizer, run
 
-RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "train_bench.json"
+RESULTS = results_file("train_bench.json")
 CONFIGS = ("baseline", "chapter", "long")
 
 

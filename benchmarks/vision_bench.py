@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import torch
-from _common import write_json  # run from benchmarks/
+from _common import results_file, write_json  # run from benchmarks/
 
 from course_lib.labs.vision import (
     VIT_SETTINGS,
@@ -36,7 +36,7 @@ from course_lib.labs.vision import (
     train_classifier,
 )
 
-RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "vision_bench.json"
+RESULTS = results_file("vision_bench.json")
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 import statistics
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from tools import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_bench  # noqa: E402
 
 

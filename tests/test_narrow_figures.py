@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from course_lib.viz import plotting as P
+from tools import ROOT
 
-sys.path.insert(0, str(P.__file__).rsplit("/course_lib/", 1)[0] + "/book/_ext")
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 
 def _bars(sharey=True):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from tools import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import train_bench  # noqa: E402
 
 from course_lib.model import GPTConfig  # noqa: E402
