@@ -37,8 +37,9 @@ import torch
 from _common import results_file, write_json  # run from benchmarks/
 from train_bench import compare_with_torch_encoder  # run from benchmarks/
 
+from course_lib.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
 from course_lib.model import flops_per_token
-from course_lib.train import AUTOCAST_DTYPES, load_config, resolve_device, resolve_precision, run
+from course_lib.train import load_config, run
 
 RESULTS = results_file("gpu_bench.json")
 CPU_RESULTS = results_file("train_bench.json")

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import torch
 from _common import results_file, write_json  # run from benchmarks/
+from torch_reference import TorchEncoderGPT  # run from benchmarks/
 
-from course_lib.model import GPTConfig, MiniGPT, TorchEncoderGPT, flops_per_token
+from course_lib.model import GPTConfig, MiniGPT, flops_per_token
 from course_lib.train import load_config, make_optimizer, run
 
 RESULTS = results_file("train_bench.json")

@@ -24,6 +24,8 @@ __all__ = [
     "synthetic_corpus",
     "shakespeare_splits",
     "encode_splits",
+    "bpe_vocab_size",
+    "corpus_tokens",
 ]
 
 
@@ -196,3 +198,35 @@ def shakespeare_splits(val_fraction: float = 0.1, tokenizer=None) -> Splits:
     text = load_corpus()
     tok = CharTokenizer.from_text(text) if tokenizer is None else tokenizer
     return encode_splits(text, tok, val_fraction)
+
+
+def bpe_vocab_size(name: str) -> int | None:
+    """1024 for the tokenizer setting 'bpe-1024'; None if ``name`` is not of that form."""
+    head, _, size = name.partition("-")
+    if head != "bpe" or not size.isdigit() or int(size) < 257:  # 256 bytes + the end-of-text token
+        return None
+    return int(size)
+
+
+def corpus_tokens(cfg):
+    """The tokenizer and the train/validation tokens (1-D int64) a ``TrainConfig`` asks for
+    (its ``corpus``, ``tokenizer`` and ``val_fraction``). A BPE tokenizer (``tokenizer="bpe-N"``)
+    learns its merges from the training split only."""
+    if cfg.corpus == "synthetic":
+        text = synthetic_corpus(20_000, seed=0)
+        if cfg.tokenizer == "char":
+            tok = CharTokenizer.from_text(text)
+            train, val = split_text(text, cfg.val_fraction)
+            return tok, tok.encode(train), tok.encode(val)
+    else:
+        if cfg.tokenizer == "char":
+            s = shakespeare_splits(cfg.val_fraction)
+            return s.tokenizer, s.train, s.val
+        from .corpus import load_corpus
+
+        text = load_corpus()
+    from .bpe import BPETokenizer
+
+    tok = BPETokenizer.train(split_text(text, cfg.val_fraction)[0], bpe_vocab_size(cfg.tokenizer))
+    s = encode_splits(text, tok, cfg.val_fraction)
+    return s.tokenizer, s.train, s.val

@@ -17,14 +17,18 @@ step of generation on top of the cached keys and values of the earlier tokens.
 Attention weights: every attention layer returns only its output; a layer whose
 ``keep_weights`` is True keeps its last weights in ``attn_weights`` (the same mechanism as
 ``course_lib.attention.MultiHeadAttention``). ``MiniGPT.attention_maps(idx)`` collects them.
+
+Next door: the KV cache and the grouped-query conversion in ``course_lib.kv_cache``;
+checkpoints and the course's pretrained model in ``course_lib.checkpoint`` (both importable
+from here too). A new
+chapter's variant of the model is a module of its own (as ``encoder`` and ``lora`` are), not
+another option here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -39,24 +43,10 @@ from .attention import (
     split_heads,
 )
 from .generate import generate as _generate
+from .kv_cache import KVCache, LayerKV, kv_cache_bytes
 
-__all__ = [
-    "GPTConfig",
-    "CausalSelfAttention",
-    "MLP",
-    "Block",
-    "MiniGPT",
-    "KVCache",
-    "LayerKV",
-    "TorchEncoderGPT",
-    "flops_per_token",
-    "kv_cache_bytes",
-    "to_grouped_query",
-    "load_pretrained",
-    "load_pretrained_info",
-    "export_pretrained",
-    "PRETRAINED",
-]
+__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "MiniGPT", "flops_per_token"]
+__all__ += ["KVCache", "LayerKV", "kv_cache_bytes"]  # at home in course_lib.kv_cache
 
 ATTENTION_KINDS = ("fused", "course_lib")
 POSITION_KINDS = ("learned", "rope")
@@ -123,6 +113,11 @@ class GPTConfig:
             raise ValueError(
                 f"GPTConfig: attention must be one of {ATTENTION_KINDS}; got {self.attention!r}."
             )
+        if self.attention == "course_lib" and self.dropout > 0:
+            raise ValueError(
+                f"GPTConfig: attention='course_lib' has no attention dropout; got dropout="
+                f"{self.dropout}. Use attention='fused' to train with dropout, or dropout=0."
+            )
         if self.pos not in POSITION_KINDS:
             raise ValueError(f"GPTConfig: pos must be one of {POSITION_KINDS}; got {self.pos!r}.")
         if self.pos == "rope" and (self.d_model // self.n_head) % 2:
@@ -156,88 +151,6 @@ def _require_vocab(cfg: GPTConfig) -> None:
         raise ValueError(
             "GPTConfig.vocab_size is not set: build the model from "
             "cfg.with_vocab(tokenizer.vocab_size)."
-        )
-
-
-def kv_cache_bytes(
-    n_layer: int,
-    n_kv_heads: int,
-    head_dim: int,
-    tokens: int = 1,
-    batch: int = 1,
-    bytes_per_value: int = 4,
-) -> int:
-    """Bytes a KV cache holds: 2 (a key and a value) x n_kv_heads x head_dim x bytes_per_value
-    per token per layer, times n_layer x tokens x batch (bytes_per_value: 4 float32, 2 bf16)."""
-    for name, v in (
-        ("n_layer", n_layer),
-        ("n_kv_heads", n_kv_heads),
-        ("head_dim", head_dim),
-        ("bytes_per_value", bytes_per_value),
-    ):
-        if int(v) < 1:
-            raise ValueError(f"kv_cache_bytes: {name} must be a positive integer; got {v}.")
-    if tokens < 0 or batch < 0:
-        raise ValueError(f"kv_cache_bytes: tokens and batch must be >= 0; got {tokens}, {batch}.")
-    return 2 * n_kv_heads * head_dim * bytes_per_value * n_layer * tokens * batch
-
-
-class LayerKV:
-    """The cached keys and values of one attention layer: k, v (B, n_kv_heads, T_past, head_dim).
-
-    ``update(k, v)`` appends the new tokens' keys and values (concatenating, like Hugging
-    Face's ``DynamicCache``) and returns all of them; ``crop(n)`` keeps the last n tokens.
-    """
-
-    def __init__(self):
-        self.k: torch.Tensor | None = None
-        self.v: torch.Tensor | None = None
-
-    def __len__(self) -> int:
-        return 0 if self.k is None else self.k.shape[2]
-
-    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.k is None:
-            self.k, self.v = k, v  # (B, n_kv_heads, T, head_dim)
-        else:
-            self.k = torch.cat([self.k, k], dim=2)  # (B, n_kv_heads, T_past + T, head_dim)
-            self.v = torch.cat([self.v, v], dim=2)
-        return self.k, self.v
-
-    def crop(self, n: int) -> None:
-        if self.k is not None:
-            self.k, self.v = self.k[:, :, -n:], self.v[:, :, -n:]  # keep the last n tokens
-
-
-class KVCache:
-    """The keys and values of every layer for the tokens a model has already seen.
-
-    ``len(cache)``: the number of cached tokens. ``pos``: the position of the next token
-    (equal to ``len(cache)`` unless ``crop`` dropped the oldest tokens, which only RoPE
-    allows: its scores depend on position offsets, so a sliding window of cached keys stays
-    valid). ``nbytes()``: the memory the tensors take.
-    """
-
-    def __init__(self, n_layer: int):
-        self.layers = [LayerKV() for _ in range(n_layer)]
-        self.pos = 0
-
-    def __len__(self) -> int:
-        return len(self.layers[0])
-
-    def crop(self, n: int) -> None:
-        """Keep only the last n tokens of every layer (``pos`` keeps counting)."""
-        if n < 0:
-            raise ValueError(f"KVCache.crop: n must be >= 0; got {n}.")
-        for layer in self.layers:
-            layer.crop(n)
-
-    def nbytes(self) -> int:
-        return sum(
-            t.numel() * t.element_size()
-            for layer in self.layers
-            for t in (layer.k, layer.v)
-            if t is not None
         )
 
 
@@ -320,9 +233,10 @@ class CausalSelfAttention(nn.Module):
             )
             allowed = tri if mask is None else tri & mask
         if self.kind == "course_lib" or self.keep_weights:
-            if self.training and self.dropout > 0:
+            if self.training and self.dropout > 0:  # keep_weights on a fused model in training
                 raise ValueError(
-                    "CausalSelfAttention: attention dropout is only implemented on the fused path."
+                    "CausalSelfAttention: the weights are kept by the from-scratch path, which has "
+                    "no attention dropout; call model.eval() first."
                 )
             # (B, n_head, T, head_dim)
             out, weights = scaled_dot_product_attention(q, k, v, allowed)
@@ -506,155 +420,21 @@ def flops_per_token(cfg: GPTConfig, n_matmul_params: int | None = None) -> float
     return 6.0 * n_matmul_params + 12.0 * L * d * T
 
 
-class TorchEncoderGPT(nn.Module):
-    """The same architecture from PyTorch's ``nn.TransformerEncoderLayer(norm_first=True)``
-    with a causal mask: the reference for the throughput comparison. Same parameter count as
-    MiniGPT (tied head, learned positions, final LayerNorm)."""
-
-    def __init__(self, cfg: GPTConfig):
-        super().__init__()
-        _require_vocab(cfg)
-        self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
-        layer = nn.TransformerEncoderLayer(
-            cfg.d_model,
-            cfg.n_head,
-            dim_feedforward=4 * cfg.d_model,
-            dropout=cfg.dropout,
-            activation="gelu",
-            batch_first=True,
-            norm_first=True,
-            bias=cfg.bias,
-        )
-        self.encoder = nn.TransformerEncoder(layer, cfg.n_layer, enable_nested_tensor=False)
-        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.tok_emb.weight
-        self.register_buffer(
-            "mask", nn.Transformer.generate_square_subsequent_mask(cfg.block_size), persistent=False
-        )
-
-    def num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        T = idx.shape[1]
-        x = self.pos_emb(self.tok_emb(idx))  # (B, T, d)
-        x = self.encoder(x, mask=self.mask[:T, :T], is_causal=True)  # (B, T, d)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        return logits, next_token_loss(logits, targets)
-
-
-@torch.no_grad()
-def to_grouped_query(model: MiniGPT, n_kv_heads: int) -> MiniGPT:
-    """A copy of a multi-head MiniGPT with ``n_kv_heads`` key/value heads: each group's key and
-    value projections are the mean of its heads' (the conversion of Ainslie et al. 2023, before
-    any further training). n_kv_heads = n_head gives the same model.
-
-    Only the key/value rows of every ``attn.qkv`` change: (d + 2 n_head hd) -> (d + 2 n_kv hd) rows.
-    """
-    cfg = model.cfg
-    if cfg.kv_heads != cfg.n_head:
-        raise ValueError(
-            "to_grouped_query: the model already has grouped key/value heads; start from "
-            "multi-head attention."
-        )
-    new_cfg = replace(cfg, n_kv_heads=n_kv_heads)  # validates that n_kv_heads divides n_head
-    out = MiniGPT(new_cfg)
-    state = model.state_dict()
-    d, hd, group = cfg.d_model, cfg.head_dim, cfg.n_head // n_kv_heads
-
-    def pool(t):  # (n_head hd, ...) -> (n_kv hd, ...): each group's key/value rows averaged
-        shape = t.shape[1:]
-        return t.reshape(n_kv_heads, group, hd, *shape).mean(dim=1).reshape(n_kv_heads * hd, *shape)
-
-    for i in range(cfg.n_layer):
-        for kind in ("weight", "bias"):
-            key = f"blocks.{i}.attn.qkv.{kind}"
-            if key not in state:
-                continue
-            q, k, v = state[key].split(d)  # (d, ...) each: the rows of Q, K and V
-            state[key] = torch.cat([q, pool(k), pool(v)])  # (d + 2 n_kv hd, ...)
-    out.load_state_dict(state)
-    return out.train(model.training)
-
-
-# The course's pretrained MiniGPT (Part IV starts from it): see course_lib/checkpoints/README.md.
-PRETRAINED = {
-    "chapter": Path(__file__).parent / "checkpoints" / "chapter.pt",
+# Chapters also import these from here; their homes import this module, so they are resolved
+# on first use (PEP 562): the course's pretrained model in course_lib.checkpoint (with the
+# trainer's checkpoints), the grouped-query conversion in course_lib.kv_cache (Chapter 10).
+_ELSEWHERE = {
+    "PRETRAINED": "checkpoint",
+    "load_pretrained": "checkpoint",
+    "load_pretrained_info": "checkpoint",
+    "export_pretrained": "checkpoint",
+    "to_grouped_query": "kv_cache",
 }
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def __getattr__(name: str):
+    if name in _ELSEWHERE:
+        import importlib
 
-
-def load_pretrained(name: str = "chapter", verify: bool = True):
-    """The course's pretrained model (eval mode) and its tokenizer.
-
-    ``model, tok = load_pretrained()``.
-
-    ``chapter``: the Chapter 8 shape (course_lib/configs/chapter.json) trained on the
-    Shakespeare corpus by ``python -m course_lib.train``. With ``verify`` the file's sha256 is
-    checked against ``course_lib/checkpoints/<name>.sha256`` (a corrupted or Git-LFS-pointer
-    file raises ValueError instead of loading garbage). The checkpoint also holds
-    ``val_loss``, the validation loss recorded when it was made (``load_pretrained_info``).
-    """
-    from .data import CharTokenizer  # imported here: the model module stays light
-
-    state = load_pretrained_info(name, verify)
-    cfg = GPTConfig(**state["config"]["model"]).with_vocab(state["vocab_size"])
-    model = MiniGPT(cfg)
-    model.load_state_dict(state["model"])
-    return model.eval(), CharTokenizer.from_state_dict(state["tokenizer"])
-
-
-def load_pretrained_info(name: str = "chapter", verify: bool = True) -> dict:
-    """The raw checkpoint dict of a pretrained model (config, vocab_size, model, tokenizer,
-    val_loss, command); see ``load_pretrained``."""
-    if name not in PRETRAINED:
-        raise ValueError(
-            f"load_pretrained: unknown model {name!r}; available: {sorted(PRETRAINED)}."
-        )
-    path = PRETRAINED[name]
-    if not path.exists():
-        raise ValueError(
-            f"load_pretrained: {path} is missing; reinstall course_lib from the repository."
-        )
-    if verify:
-        want = path.with_suffix(".sha256").read_text().split()[0]
-        got = _sha256(path)
-        if got != want:
-            raise ValueError(
-                f"load_pretrained: {path} has sha256 {got}, expected {want}: the file is damaged "
-                "(or a Git LFS pointer); fetch it again from the repository."
-            )
-    return torch.load(path, map_location="cpu", weights_only=False)
-
-
-def export_pretrained(trainer_checkpoint: str | Path, out: str | Path) -> str:
-    """Write the inference part of a ``course_lib.train`` checkpoint (config, vocab_size, model
-    weights, tokenizer, the final validation loss and step; no optimiser or RNG state) to
-    ``out`` and its sha256 to ``out`` with suffix ``.sha256``. Returns the sha256."""
-    state = torch.load(trainer_checkpoint, map_location="cpu", weights_only=False)
-    history = state.get("history") or {}
-    if not history.get("val"):
-        raise ValueError(
-            f"export_pretrained: {trainer_checkpoint} has no validation history; train with "
-            "evaluation on."
-        )
-    keep = {
-        "config": state["config"],
-        "vocab_size": state["vocab_size"],
-        "model": state["model"],
-        "tokenizer": state["tokenizer"],
-        "val_loss": float(history["val"][-1]),
-        "step": int(state["step"]),
-    }
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(keep, out)
-    digest = _sha256(out)
-    out.with_suffix(".sha256").write_text(f"{digest}  {out.name}\n")
-    return digest
+        return getattr(importlib.import_module(f"{__package__}.{_ELSEWHERE[name]}"), name)
+    raise AttributeError(f"module 'course_lib.model' has no attribute {name!r}")

@@ -16,22 +16,13 @@ import torch
 import train_support
 from torch import nn
 
-import course_lib.train as train_mod
-from course_lib.data import BatchSampler
+import course_lib.device as device_mod
+from course_lib.checkpoint import load_model
+from course_lib.data import BatchSampler, corpus_tokens
+from course_lib.device import ddp_backend, move_batch, resolve_device, resolve_precision
 from course_lib.model import MiniGPT
 from course_lib.schedule import warmup_cosine
-from course_lib.train import (
-    TrainConfig,
-    Trainer,
-    corpus_tokens,
-    ddp_backend,
-    load_config,
-    load_model,
-    main,
-    move_batch,
-    resolve_device,
-    resolve_precision,
-)
+from course_lib.train import TrainConfig, Trainer, load_config, main
 
 # the shared tiny run, shortened: these tests look at one step or a few
 TINY = {
@@ -135,9 +126,9 @@ def test_batches_stay_on_the_cpu_and_go_to_cuda_pinned_and_non_blocking(monkeypa
 def test_accelerator_rng_states_are_read_from_the_device_module(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device: torch.tensor([7]))
     monkeypatch.setattr(torch.mps, "get_rng_state", lambda: torch.tensor([8]))
-    assert train_mod._device_rng_state(torch.device("cuda", 0)).item() == 7
-    assert train_mod._device_rng_state(torch.device("mps")).item() == 8
-    assert train_mod._device_rng_state(torch.device("cpu")) is None
+    assert device_mod.device_rng_state(torch.device("cuda", 0)).item() == 7
+    assert device_mod.device_rng_state(torch.device("mps")).item() == 8
+    assert device_mod.device_rng_state(torch.device("cpu")) is None
     seen = []
     monkeypatch.setattr(
         torch.cuda, "set_rng_state", lambda state, device: seen.append(("cuda", state.item()))
@@ -145,9 +136,9 @@ def test_accelerator_rng_states_are_read_from_the_device_module(monkeypatch):
     monkeypatch.setattr(
         torch.mps, "set_rng_state", lambda state: seen.append(("mps", state.item()))
     )
-    train_mod._set_device_rng_state(torch.device("cuda", 0), torch.tensor([7]))
-    train_mod._set_device_rng_state(torch.device("mps"), torch.tensor([8]))
-    train_mod._set_device_rng_state(torch.device("cpu"), None)
+    device_mod.set_device_rng_state(torch.device("cuda", 0), torch.tensor([7]))
+    device_mod.set_device_rng_state(torch.device("mps"), torch.tensor([8]))
+    device_mod.set_device_rng_state(torch.device("cpu"), None)
     assert seen == [("cuda", 7), ("mps", 8)]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 import torch
@@ -10,13 +11,11 @@ import torch.nn.functional as F
 
 from course_lib.attention import MultiHeadAttention
 from course_lib.loss import cross_entropy
-from course_lib.model import (
-    CausalSelfAttention,
-    GPTConfig,
-    MiniGPT,
-    TorchEncoderGPT,
-    flops_per_token,
-)
+from course_lib.model import CausalSelfAttention, GPTConfig, MiniGPT, flops_per_token
+from tools import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from torch_reference import TorchEncoderGPT  # noqa: E402  (the benchmarks' yardstick)
 
 CFG = dict(vocab_size=23, block_size=16, n_layer=2, n_head=4, d_model=32)
 
@@ -333,6 +332,37 @@ def test_kv_cache_bytes_formula():
         kv_cache_bytes(2, 0, 8)
 
 
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ({"d_model": 30, "n_head": 4}, "divisible"),
+        ({"n_head": 0}, "n_head"),
+        ({"n_layer": 0}, "n_layer"),
+        ({"block_size": -1}, "block_size"),
+        ({"vocab_size": 0}, "vocab_size"),
+        ({"n_kv_heads": 3}, "n_kv_heads"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"attention": "flash"}, "attention"),
+        ({"attention": "course_lib", "dropout": 0.1}, "no attention dropout"),
+        ({"pos": "alibi"}, "pos"),
+        ({"pos": "rope", "d_model": 12, "n_head": 4}, "even"),
+        ({"pos": "rope", "rope_base": 1.0}, "rope_base"),
+    ],
+)
+def test_bad_attention_configs_fail_at_construction_not_in_forward(bad, words):
+    with pytest.raises(ValueError, match=words) as err:
+        GPTConfig(**{**CFG, **bad})
+    assert str(err.value).startswith("GPTConfig: ")
+
+
+def test_attention_weights_of_a_training_model_with_dropout_ask_for_eval():
+    model = _model(dropout=0.1)  # fused attention: dropout is fine while training
+    model(torch.zeros(1, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="eval"):
+        model.attention_maps(torch.zeros(1, 4, dtype=torch.long))
+    assert len(model.eval().attention_maps(torch.zeros(1, 4, dtype=torch.long))) == 2
+
+
 def test_new_config_options_reject_bad_values():
     with pytest.raises(ValueError, match="n_kv_heads"):
         GPTConfig(**CFG, n_kv_heads=3)
@@ -392,7 +422,7 @@ def test_pretrained_checkpoint_checksum_and_validation_loss():
 
 
 def test_load_pretrained_rejects_a_damaged_file(tmp_path, monkeypatch):
-    from course_lib import model as model_module
+    from course_lib import checkpoint as model_module  # their home (model re-exports them)
 
     bad = tmp_path / "chapter.pt"
     bad.write_bytes(b"version https://git-lfs.github.com/spec/v1\n")
