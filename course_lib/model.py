@@ -226,11 +226,10 @@ class CausalSelfAttention(nn.Module):
             T_past > 0 or mask is not None or self.kind == "course_lib" or self.keep_weights
         ):
             # query i sits at position T_past + i and may see keys 0 .. T_past + i
-            # (T, T_k)
             tri = (
                 torch.arange(T, device=x.device)[:, None] + T_past
                 >= torch.arange(T_k, device=x.device)[None, :]
-            )
+            )  # (T, T_k)
             allowed = tri if mask is None else tri & mask
         if self.kind == "course_lib" or self.keep_weights:
             if self.training and self.dropout > 0:  # keep_weights on a fused model in training

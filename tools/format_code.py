@@ -1,10 +1,10 @@
 """Format the code cells of the book's MyST notebooks with ruff, for the page.
 
 The site's code box holds about 88 columns (``WIDTH``, over the ruff settings in
-``pyproject.toml``, whose line-length is the library code's); wider
-code scrolls sideways on a desktop and runs off a phone. This tool runs ``ruff format`` on the
-code of every ``{code-cell}`` in the table of contents' pages and writes the result back in
-place, leaving everything else in the file byte for byte (front matter, markdown, cell options).
+``pyproject.toml``, whose line-length is the library code's); wider code scrolls sideways on a
+desktop and runs off a phone. This tool runs ``ruff format`` on the code of every
+``{code-cell}`` in the table of contents' pages and writes the result back in place, leaving
+everything else in the file byte for byte (front matter, markdown, cell options).
 Cells removed from the page (tag ``remove-cell``, e.g. the Colab set-up cell, which
 ``tools.colab`` owns) are left alone, as are cells ruff cannot parse (IPython magics).
 
