@@ -1,8 +1,8 @@
 """Benchmark: our byte-level BPE against Hugging Face ``tokenizers``, and characters against BPE
 tokens for training the chapter's model.
 
-    python benchmarks/bpe_bench.py                  # everything (about 15 min on an idle 2-core machine)
-    python benchmarks/bpe_bench.py --scale 0.05     # a quick smoke run (writes nothing unless --out)
+    python benchmarks/bpe_bench.py               # everything (about 15 min, idle 2-core machine)
+    python benchmarks/bpe_bench.py --scale 0.05  # a quick smoke run (writes nothing unless --out)
 
 1. Learning speed: 1,000 merges on the whole corpus, ours (``course_lib.bpe``, pure Python)
    and the library's (Rust), best of ``--repeats``; whether they learn the same merges.
@@ -18,6 +18,7 @@ tokens for training the chapter's model.
 Prints tables and writes ``course_lib/results/bpe_vs_char.json`` (Chapter 9 glues from it)
 unless ``--scale`` is not 1 or ``--out`` says otherwise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,15 +31,15 @@ from importlib.resources import files
 from pathlib import Path
 
 import torch
+from _common import results_file, write_json  # run from benchmarks/
 
 from course_lib.bpe import BPETokenizer, bits_per_character, gpt2_pattern, train_library_bpe
 from course_lib.corpus import load_corpus
 from course_lib.data import CharTokenizer, encode_splits, split_text
 from course_lib.model import flops_per_token
 from course_lib.train import Trainer, load_config
-from _common import write_json  # run from benchmarks/
 
-RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "bpe_vs_char.json"
+RESULTS = results_file("bpe_vs_char.json")
 COUNT_VOCABS = (512, 1024, 4096)
 TRAIN_VOCABS = (512, 1024, 4096)
 
@@ -61,12 +62,21 @@ def time_merges(text: str, n_merges: int, repeats: int) -> dict:
         lib.append(time.perf_counter() - t)
     mine = [(tok.token_str(a), tok.token_str(b)) for (a, b), _ in tok.merges]
     theirs = library_merges(hf)
-    agree = next((i for i, (x, y) in enumerate(zip(mine, theirs)) if x != y), min(len(mine), len(theirs)))
-    return {"corpus_chars": len(text), "n_merges": n_merges, "repeats": repeats,
-            "ours_seconds": min(ours), "library_seconds": min(lib),
-            "ours_all_seconds": ours, "library_all_seconds": lib,
-            "same_merges": mine == theirs, "merges_agreeing_from_start": agree,
-            "first_merges": [list(m) for m in mine[:12]]}
+    agree = next(
+        (i for i, (x, y) in enumerate(zip(mine, theirs)) if x != y), min(len(mine), len(theirs))
+    )
+    return {
+        "corpus_chars": len(text),
+        "n_merges": n_merges,
+        "repeats": repeats,
+        "ours_seconds": min(ours),
+        "library_seconds": min(lib),
+        "ours_all_seconds": ours,
+        "library_all_seconds": lib,
+        "same_merges": mine == theirs,
+        "merges_agreeing_from_start": agree,
+        "first_merges": [list(m) for m in mine[:12]],
+    }
 
 
 def token_counts(train_text: str, val_text: str, vocabs) -> dict:
@@ -75,8 +85,12 @@ def token_counts(train_text: str, val_text: str, vocabs) -> dict:
         ours = BPETokenizer.train(train_text, v)
         lib = train_library_bpe(train_text, v)
         n_ours, n_lib = len(ours.encode(val_text)), len(lib.encode(val_text).ids)
-        out[str(v)] = {"ours": n_ours, "library": n_lib, "diff_pct": 100 * (n_ours - n_lib) / n_lib,
-                       "chars_per_token": len(val_text) / n_ours}
+        out[str(v)] = {
+            "ours": n_ours,
+            "library": n_lib,
+            "diff_pct": 100 * (n_ours - n_lib) / n_lib,
+            "chars_per_token": len(val_text) / n_ours,
+        }
     return out
 
 
@@ -92,7 +106,9 @@ def train_interleaved(base, data: dict, scale: float = 1.0) -> dict:
     char_steps = max(2, round(base.max_steps * scale))
     trainers, elapsed = {}, {}
     for name, (tok, splits) in data.items():
-        cfg = replace(base, max_steps=char_steps, warmup_steps=min(base.warmup_steps, char_steps), name=name)
+        cfg = replace(
+            base, max_steps=char_steps, warmup_steps=min(base.warmup_steps, char_steps), name=name
+        )
         trainers[name] = Trainer(cfg, splits.train, splits.val, tok.vocab_size)
         trainers[name].model.train()
         elapsed[name] = 0.0
@@ -103,7 +119,11 @@ def train_interleaved(base, data: dict, scale: float = 1.0) -> dict:
                 continue
             if name != "char":
                 # the character run's training time: measured once it has finished, projected before
-                target = char_total if char_total is not None else elapsed["char"] / max(char.step, 1) * char_steps
+                target = (
+                    char_total
+                    if char_total is not None
+                    else elapsed["char"] / max(char.step, 1) * char_steps
+                )
                 if tr.step >= tr.cfg.warmup_steps and elapsed[name] >= target:
                     done.add(name)
                     continue
@@ -129,12 +149,19 @@ def train_interleaved(base, data: dict, scale: float = 1.0) -> dict:
         start = splits.val[:8][None]  # (1, 8): the first tokens of the validation text
         sample = model.generate(start, 120, temperature=0.8, generator=gen)[0]
         results[name] = {
-            "vocab_size": tok.vocab_size, "params": model.num_params(), "steps": tr.step,
-            "train_seconds": elapsed[name], "eval_seconds": eval_s,
-            "final_val_loss_per_token": losses["val"], "final_train_loss_per_token": losses["train"],
-            "val_tokens": len(splits.val), "val_chars_per_token": VAL_CHARS[0] / len(splits.val),
-            "bits_per_char": bpc, "flops_per_token": flops_per_token(model.cfg),
-            "tokens_seen": tr.step * tr.cfg.tokens_per_step, "config": asdict(tr.cfg),
+            "vocab_size": tok.vocab_size,
+            "params": model.num_params(),
+            "steps": tr.step,
+            "train_seconds": elapsed[name],
+            "eval_seconds": eval_s,
+            "final_val_loss_per_token": losses["val"],
+            "final_train_loss_per_token": losses["train"],
+            "val_tokens": len(splits.val),
+            "val_chars_per_token": VAL_CHARS[0] / len(splits.val),
+            "bits_per_char": bpc,
+            "flops_per_token": flops_per_token(model.cfg),
+            "tokens_seen": tr.step * tr.cfg.tokens_per_step,
+            "config": asdict(tr.cfg),
             "sample": tok.decode(sample),
         }
     return results
@@ -145,7 +172,9 @@ VAL_CHARS = [0]
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--scale", type=float, default=1.0, help="fraction of the training steps (smoke runs)")
+    p.add_argument(
+        "--scale", type=float, default=1.0, help="fraction of the training steps (smoke runs)"
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--vocabs", default=",".join(map(str, TRAIN_VOCABS)))
     p.add_argument("--out", default=None)
@@ -158,14 +187,19 @@ def main(argv: list[str] | None = None) -> dict:
 
     print("1. learning 1,000 merges on the whole corpus")
     timing = time_merges(text, 1000, args.repeats)
-    print(f"   ours {timing['ours_seconds']:.2f} s, tokenizers {timing['library_seconds']:.2f} s "
-          f"(best of {args.repeats}); same merges: {timing['same_merges']}")
+    print(
+        f"   ours {timing['ours_seconds']:.2f} s, tokenizers {timing['library_seconds']:.2f} s "
+        f"(best of {args.repeats}); same merges: {timing['same_merges']}"
+    )
 
     print("2. validation tokens, both trained on the training text")
     counts = token_counts(train_text, val_text, COUNT_VOCABS)
     print(f"   {'vocab':>6} {'ours':>9} {'library':>9} {'diff %':>7} {'chars/token':>12}")
     for v, c in counts.items():
-        print(f"   {v:>6} {c['ours']:>9,} {c['library']:>9,} {c['diff_pct']:>7.2f} {c['chars_per_token']:>12.2f}")
+        print(
+            f"   {v:>6} {c['ours']:>9,} {c['library']:>9,} {c['diff_pct']:>7.2f} "
+            f"{c['chars_per_token']:>12.2f}"
+        )
 
     print("3. the chapter's model on characters and on BPE tokens, same training time")
     base = load_config(files("course_lib").joinpath("configs", "chapter.json"))
@@ -178,13 +212,20 @@ def main(argv: list[str] | None = None) -> dict:
     VAL_CHARS[0] = len(val_text)
     runs = train_interleaved(base, data, args.scale)
     for name, r in runs.items():
-        print(f"   {name:<9} V={r['vocab_size']:>5} {r['params']:>8,} params {r['steps']:>5} steps "
-              f"{r['train_seconds']:>6.1f} s  loss/token {r['final_val_loss_per_token']:.3f}  "
-              f"chars/token {r['val_chars_per_token']:.2f}  bpc {r['bits_per_char']:.3f}")
+        print(
+            f"   {name:<9} V={r['vocab_size']:>5} {r['params']:>8,} params {r['steps']:>5} steps "
+            f"{r['train_seconds']:>6.1f} s  loss/token {r['final_val_loss_per_token']:.3f}  "
+            f"chars/token {r['val_chars_per_token']:.2f}  bpc {r['bits_per_char']:.3f}"
+        )
 
     result = {
-        "machine": {"platform": platform.platform(), "processor": platform.processor(), "threads": threads,
-                    "torch": torch.__version__, "load_average_before": load_before},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "threads": threads,
+            "torch": torch.__version__,
+            "load_average_before": load_before,
+        },
         "scale": args.scale,
         "merge_learning": timing,
         "token_counts": counts,

@@ -21,6 +21,7 @@ Writes ``course_lib/results/gpu_bench.json`` on a CUDA machine (not for ``--smok
 runs in seconds on a CPU (plus the compile time, unless ``--no-compile``): the tests run it
 that way, so no code path here is dead on a machine without a GPU.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,15 +34,15 @@ from importlib.resources import files
 from pathlib import Path
 
 import torch
-
-from course_lib.model import flops_per_token
-from course_lib.train import AUTOCAST_DTYPES, load_config, resolve_device, resolve_precision, run
+from _common import results_file, write_json  # run from benchmarks/
 from train_bench import compare_with_torch_encoder  # run from benchmarks/
-from _common import write_json  # run from benchmarks/
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "course_lib" / "results" / "gpu_bench.json"
-CPU_RESULTS = ROOT / "course_lib" / "results" / "train_bench.json"
+from course_lib.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
+from course_lib.model import flops_per_token
+from course_lib.train import load_config, run
+
+RESULTS = results_file("gpu_bench.json")
+CPU_RESULTS = results_file("train_bench.json")
 
 #: Dense (not 2:4-sparse) tensor-core peaks in TFLOP/s, from NVIDIA's datasheets: bf16 where the
 #: GPU has it, fp16 on the T4 and V100 (no bf16). Matched against torch.cuda.get_device_name(),
@@ -68,7 +69,9 @@ def datasheet_peak_tflops(device_name: str) -> float | None:
     return None
 
 
-def measured_peak_tflops(device: torch.device, dtype: torch.dtype, n: int = 8192, repeats: int = 10) -> float:
+def measured_peak_tflops(
+    device: torch.device, dtype: torch.dtype, n: int = 8192, repeats: int = 10
+) -> float:
     """Best TFLOP/s of an n x n x n matrix product in ``dtype`` on ``device``. The clock waits
     for a GPU's queue; the same code measures the CPU (the smoke run does)."""
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
@@ -82,7 +85,7 @@ def measured_peak_tflops(device: torch.device, dtype: torch.dtype, n: int = 8192
         for _ in range(5):
             a @ b
         sync()
-        best = max(best, 5 * 2 * n ** 3 / (time.perf_counter() - t) / 1e12)
+        best = max(best, 5 * 2 * n**3 / (time.perf_counter() - t) / 1e12)
     return best
 
 
@@ -105,12 +108,20 @@ def gpu_config(smoke: bool):
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--smoke", action="store_true", help="tiny shapes and few steps (any device; for tests)")
+    p.add_argument(
+        "--smoke", action="store_true", help="tiny shapes and few steps (any device; for tests)"
+    )
     p.add_argument("--rounds", type=int, default=5, help="paired rounds per comparison")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
-    p.add_argument("--no-train", action="store_true", help="skip the GPU configuration's training run")
-    p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cuda, cuda:N, mps or cpu")
-    p.add_argument("--out", type=Path, default=None, help="results JSON (default: the committed file on CUDA)")
+    p.add_argument(
+        "--no-train", action="store_true", help="skip the GPU configuration's training run"
+    )
+    p.add_argument(
+        "--device", default="auto", help="auto (CUDA, then MPS, then CPU), cuda, cuda:N, mps or cpu"
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="results JSON (default: the committed file on CUDA)"
+    )
     args = p.parse_args(argv)
 
     device = resolve_device(args.device)
@@ -118,33 +129,59 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = gpu_config(args.smoke)
     cfg.device, cfg.precision = str(device), precision
     mcfg = cfg.model.with_vocab(81)  # the corpus's 81 characters
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
+    name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else platform.processor() or "cpu"
+    )
     sheet = datasheet_peak_tflops(name) if device.type == "cuda" else None
     dtype = AUTOCAST_DTYPES.get(precision, torch.float32)
     size = 8192 if device.type == "cuda" and not args.smoke else 1024
     measured = measured_peak_tflops(device, dtype, n=size, repeats=3 if args.smoke else 10)
     print(f"device {device} ({name}), precision {precision}, torch {torch.__version__}")
-    print(f"peak: datasheet {f'{sheet:.0f}' if sheet else 'n/a'} TFLOP/s, "
-          f"measured {measured:.1f} TFLOP/s ({str(dtype).removeprefix('torch.')} {size}^3 product)")
+    print(
+        f"peak: datasheet {f'{sheet:.0f}' if sheet else 'n/a'} TFLOP/s, "
+        f"measured {measured:.1f} TFLOP/s ({str(dtype).removeprefix('torch.')} {size}^3 product)"
+    )
 
     # 2. MiniGPT against the nn.TransformerEncoderLayer reference, eager and compiled.
     fpt = flops_per_token(mcfg)
     modes = [False] if args.no_compile else [False, True]
     rows = []
-    print(f"\ntraining step at {mcfg.n_layer} layers, {mcfg.n_head} heads, d_model {mcfg.d_model}, "
-          f"T {mcfg.block_size}, batch {cfg.batch_size} ({precision}), median of {args.rounds} paired rounds")
-    print(f"{'mode':<9} {'MiniGPT tok/s':>14} {'reference tok/s':>16} {'ratio':>7} {'MFU sheet':>10} {'MFU measured':>13}")
+    print(
+        f"\ntraining step at {mcfg.n_layer} layers, {mcfg.n_head} heads, d_model {mcfg.d_model}, "
+        f"T {mcfg.block_size}, batch {cfg.batch_size} ({precision}), median of {args.rounds} "
+        "paired rounds"
+    )
+    print(
+        f"{'mode':<9} {'MiniGPT tok/s':>14} {'reference tok/s':>16} {'ratio':>7} {'MFU sheet':>10} "
+        f"{'MFU measured':>13}"
+    )
     for compiled in modes:
-        cmp = compare_with_torch_encoder(mcfg, cfg.batch_size, rounds=args.rounds, device=device,
-                                         autocast=autocast_for(device, precision), compile=compiled,
-                                         steps=5 if args.smoke else 30)
+        cmp = compare_with_torch_encoder(
+            mcfg,
+            cfg.batch_size,
+            rounds=args.rounds,
+            device=device,
+            autocast=autocast_for(device, precision),
+            compile=compiled,
+            steps=5 if args.smoke else 30,
+        )
         flops = cmp["minigpt_tokens_per_second"] * fpt
-        cmp.update(mode="compiled" if compiled else "eager", flops_per_token=fpt,
-                   mfu_datasheet=flops / (sheet * 1e12) if sheet else None, mfu_measured=flops / (measured * 1e12))
+        cmp.update(
+            mode="compiled" if compiled else "eager",
+            flops_per_token=fpt,
+            mfu_datasheet=flops / (sheet * 1e12) if sheet else None,
+            mfu_measured=flops / (measured * 1e12),
+        )
         rows.append(cmp)
         sheet_mfu = f"{100 * cmp['mfu_datasheet']:.1f}%" if sheet else "n/a"
-        print(f"{cmp['mode']:<9} {cmp['minigpt_tokens_per_second']:>14,.0f} {cmp['torch_encoder_tokens_per_second']:>16,.0f} "
-              f"{cmp['speedup']:>6.2f}x {sheet_mfu:>10} {100 * cmp['mfu_measured']:>12.1f}%", flush=True)
+        print(
+            f"{cmp['mode']:<9} {cmp['minigpt_tokens_per_second']:>14,.0f} "
+            f"{cmp['torch_encoder_tokens_per_second']:>16,.0f} "
+            f"{cmp['speedup']:>6.2f}x {sheet_mfu:>10} {100 * cmp['mfu_measured']:>12.1f}%",
+            flush=True,
+        )
 
     # 3. The GPU configuration's run, beside the long CPU run.
     trained = None
@@ -153,19 +190,39 @@ def main(argv: list[str] | None = None) -> dict:
         trained = run(cfg, out_dir=None, progress=False)
         trained["wall_seconds_with_setup"] = time.perf_counter() - t0
         trained.pop("history", None)
-        cpu = json.loads(CPU_RESULTS.read_text())["runs"].get("long") if CPU_RESULTS.exists() else None
-        print(f"\n{'run':<24} {'steps':>6} {'tokens/s':>11} {'train s':>8} {'wall s':>7} {'val loss':>9}")
-        print(f"{cfg.name + ' (' + str(device) + ', ' + precision + ')':<24} {trained['steps']:>6} "
-              f"{trained['tokens_per_second']:>11,.0f} {trained['train_seconds']:>8.1f} "
-              f"{trained['wall_seconds_with_setup']:>7.1f} {trained['final_val_loss']:>9.3f}")
+        cpu = (
+            json.loads(CPU_RESULTS.read_text())["runs"].get("long")
+            if CPU_RESULTS.exists()
+            else None
+        )
+        print(
+            f"\n{'run':<24} {'steps':>6} {'tokens/s':>11} {'train s':>8} {'wall s':>7} "
+            f"{'val loss':>9}"
+        )
+        print(
+            f"{cfg.name + ' (' + str(device) + ', ' + precision + ')':<24} {trained['steps']:>6} "
+            f"{trained['tokens_per_second']:>11,.0f} {trained['train_seconds']:>8.1f} "
+            f"{trained['wall_seconds_with_setup']:>7.1f} {trained['final_val_loss']:>9.3f}"
+        )
         if cpu:
-            print(f"{'long (CPU, fp32)':<24} {cpu['steps']:>6} {cpu['tokens_per_second']:>11,.0f} "
-                  f"{cpu['train_seconds']:>8.1f} {cpu['wall_seconds']:>7.1f} {cpu['final_val_loss']:>9.3f}")
-    summary = {"device": str(device), "device_name": name, "precision": precision, "torch": torch.__version__,
-               "smoke": args.smoke, "datasheet_peak_tflops": sheet, "measured_peak_tflops": measured,
-               "shape": {"model": mcfg.to_dict(), "batch_size": cfg.batch_size},
-               "comparison": {r["mode"]: r for r in rows}, "gpu_run": trained,
-               "measured_at": time.strftime("%Y-%m-%d %H:%M")}
+            print(
+                f"{'long (CPU, fp32)':<24} {cpu['steps']:>6} {cpu['tokens_per_second']:>11,.0f} "
+                f"{cpu['train_seconds']:>8.1f} {cpu['wall_seconds']:>7.1f} "
+                f"{cpu['final_val_loss']:>9.3f}"
+            )
+    summary = {
+        "device": str(device),
+        "device_name": name,
+        "precision": precision,
+        "torch": torch.__version__,
+        "smoke": args.smoke,
+        "datasheet_peak_tflops": sheet,
+        "measured_peak_tflops": measured,
+        "shape": {"model": mcfg.to_dict(), "batch_size": cfg.batch_size},
+        "comparison": {r["mode"]: r for r in rows},
+        "gpu_run": trained,
+        "measured_at": time.strftime("%Y-%m-%d %H:%M"),
+    }
     out = args.out or (RESULTS if device.type == "cuda" and not args.smoke else None)
     if out is not None:
         write_json(summary, out)

@@ -13,6 +13,7 @@ Prints a table (requests, raw KB, gzip KB per page; with ``--before``, the gzip 
 earlier run and the change) and, with ``--json``, writes the numbers for a later comparison.
 Needs Debian's ``chromium`` (``apt-get install chromium``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,10 +23,9 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+from _common import ROOT  # run from benchmarks/ (it puts the root on the path)
 
+sys.path.insert(0, str(ROOT / "tests"))
 from browser_support import CHROMIUM_ARGS, serve, toc_pages  # noqa: E402
 
 
@@ -44,8 +44,14 @@ def measure(site: Path, pages: list[str]) -> dict:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
         for path in pages:
             ctx = browser.new_context(viewport={"width": 1366, "height": 900})
-            ctx.route("**/*", lambda r: r.continue_() if r.request.url.startswith(base)
-                      or r.request.url.startswith("data:") else r.abort())
+            ctx.route(
+                "**/*",
+                lambda r: (
+                    r.continue_()
+                    if r.request.url.startswith(base) or r.request.url.startswith("data:")
+                    else r.abort()
+                ),
+            )
             page = ctx.new_page()
             seen: dict[str, bytes] = {}
 
@@ -59,17 +65,27 @@ def measure(site: Path, pages: list[str]) -> dict:
             page.on("response", on_response)
             page.goto(base + path, wait_until="load")
             page.evaluate("""async () => {
-              if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+              const started = window.MathJax && MathJax.startup && MathJax.startup.promise;
+              if (started) await MathJax.startup.promise;
             }""")
             page.wait_for_load_state("networkidle")
             page.wait_for_timeout(500)
             kinds: dict[str, int] = {}
             for url, body in seen.items():
-                kind = ("mathjax" if "/mathjax/" in url else
-                        "widgets" if "jupyter-widgets" in url or "requirejs" in url else "other")
+                kind = (
+                    "mathjax"
+                    if "/mathjax/" in url
+                    else "widgets"
+                    if "jupyter-widgets" in url or "requirejs" in url
+                    else "other"
+                )
                 kinds[kind] = kinds.get(kind, 0) + gz(body)
-            results[path] = {"requests": len(seen), "raw": sum(map(len, seen.values())),
-                             "gzip": sum(gz(b) for b in seen.values()), "by_kind": kinds}
+            results[path] = {
+                "requests": len(seen),
+                "raw": sum(map(len, seen.values())),
+                "gzip": sum(gz(b) for b in seen.values()),
+                "by_kind": kinds,
+            }
             ctx.close()
         browser.close()
     return results
@@ -82,8 +98,14 @@ def table(results: dict, before: dict | None) -> str:
         head += ["gzip KB before", "change"]
     rows = [head]
     for path, r in results.items():
-        row = [path.removesuffix(".html"), str(r["requests"]), kb(r["raw"]), kb(r["gzip"]),
-               kb(r["by_kind"].get("mathjax", 0)), kb(r["by_kind"].get("widgets", 0))]
+        row = [
+            path.removesuffix(".html"),
+            str(r["requests"]),
+            kb(r["raw"]),
+            kb(r["gzip"]),
+            kb(r["by_kind"].get("mathjax", 0)),
+            kb(r["by_kind"].get("widgets", 0)),
+        ]
         if before:
             b = before.get(path)
             row += [kb(b["gzip"]), f"{(r['gzip'] - b['gzip']) / b['gzip']:+.0%}"] if b else ["", ""]
@@ -97,8 +119,13 @@ def table(results: dict, before: dict | None) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = []
     for n, row in enumerate(rows):
-        lines.append("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                       for i, (c, w) in enumerate(zip(row, widths))) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))
+            )
+            + " |"
+        )
         if n == 0:
             lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Benchmark: the baby-GPT baseline against the course's configurations, on the course corpus.
 
-    python benchmarks/train_bench.py            # everything, on an otherwise idle machine (about 20 min)
+    python benchmarks/train_bench.py  # everything, on an otherwise idle machine (about 20 min)
     python benchmarks/train_bench.py --only baseline,chapter --scale 0.1   # a quick smoke run
 
 Trains each configuration of ``course_lib/configs`` (baseline, chapter, long) in one process,
@@ -11,6 +11,7 @@ with the same architecture built from ``nn.TransformerEncoderLayer(norm_first=Tr
 Writes ``course_lib/results/train_bench.json`` (the chapter glues from it) unless ``--scale``
 is not 1 or ``--out`` says otherwise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,12 +25,13 @@ from importlib.resources import files
 from pathlib import Path
 
 import torch
+from _common import results_file, write_json  # run from benchmarks/
+from torch_reference import TorchEncoderGPT  # run from benchmarks/
 
-from course_lib.model import GPTConfig, MiniGPT, TorchEncoderGPT, flops_per_token
+from course_lib.model import GPTConfig, MiniGPT, flops_per_token
 from course_lib.train import load_config, make_optimizer, run
-from _common import write_json  # run from benchmarks/
 
-RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "train_bench.json"
+RESULTS = results_file("train_bench.json")
 CONFIGS = ("baseline", "chapter", "long")
 
 
@@ -43,12 +45,19 @@ def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
         t = time.perf_counter()
         for _ in range(4):
             a @ b
-        best = max(best, 4 * 2 * n ** 3 / (time.perf_counter() - t) / 1e9)
+        best = max(best, 4 * 2 * n**3 / (time.perf_counter() - t) / 1e9)
     return best
 
 
-def step_seconds(model: torch.nn.Module, opt, x: torch.Tensor, y: torch.Tensor, steps: int,
-                 warmup: int = 3, autocast=nullcontext) -> float:
+def step_seconds(
+    model: torch.nn.Module,
+    opt,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    steps: int,
+    warmup: int = 3,
+    autocast=nullcontext,
+) -> float:
     """Seconds per full training step (forward, backward, clipping, AdamW) on the batch
     ``x, y`` (B, T), after ``warmup`` untimed steps. ``autocast``: a function returning the
     forward pass's context (e.g. ``lambda: torch.autocast("cuda", torch.bfloat16)``). On a GPU
@@ -69,20 +78,31 @@ def step_seconds(model: torch.nn.Module, opt, x: torch.Tensor, y: torch.Tensor, 
     return (time.perf_counter() - t) / steps
 
 
-def step_throughput(model: torch.nn.Module, batch: int, T: int, vocab: int, steps: int = 20,
-                    autocast=nullcontext) -> float:
+def step_throughput(
+    model: torch.nn.Module, batch: int, T: int, vocab: int, steps: int = 20, autocast=nullcontext
+) -> float:
     """Tokens/s of full training steps (forward, backward, clipping, AdamW) on random tokens,
     on the device the model's parameters are on."""
     device = next(model.parameters()).device
     opt = make_optimizer(model, 1e-3, 0.1)
     g = torch.Generator().manual_seed(0)
-    x, y = torch.randint(vocab, (batch, T), generator=g), torch.randint(vocab, (batch, T), generator=g)
+    x, y = (
+        torch.randint(vocab, (batch, T), generator=g),
+        torch.randint(vocab, (batch, T), generator=g),
+    )
     x, y = x.to(device), y.to(device)  # (B, T), (B, T)
     return batch * T / step_seconds(model, opt, x, y, steps, warmup=3, autocast=autocast)
 
 
-def compare_with_torch_encoder(cfg: GPTConfig, batch: int, rounds: int = 7, device: str = "cpu",
-                               autocast=nullcontext, compile: bool = False, steps: int = 30) -> dict:
+def compare_with_torch_encoder(
+    cfg: GPTConfig,
+    batch: int,
+    rounds: int = 7,
+    device: str = "cpu",
+    autocast=nullcontext,
+    compile: bool = False,
+    steps: int = 30,
+) -> dict:
     """Tokens/s of MiniGPT and TorchEncoderGPT over ``rounds`` paired measurements.
 
     Each round times both models back to back (in alternating order, so a slow drift of the
@@ -99,16 +119,20 @@ def compare_with_torch_encoder(cfg: GPTConfig, batch: int, rounds: int = 7, devi
     ours, ref = [], []
     for r in range(rounds):
         pair = {}
-        for kind in (("ours", "ref") if r % 2 == 0 else ("ref", "ours")):
+        for kind in ("ours", "ref") if r % 2 == 0 else ("ref", "ours"):
             model = ours_model if kind == "ours" else ref_model
-            pair[kind] = step_throughput(model, batch, cfg.block_size, cfg.vocab_size, steps=steps,
-                                         autocast=autocast)
+            pair[kind] = step_throughput(
+                model, batch, cfg.block_size, cfg.vocab_size, steps=steps, autocast=autocast
+            )
         ours.append(pair["ours"])
         ref.append(pair["ref"])
     ratios = [a / b for a, b in zip(ours, ref)]
-    return {"minigpt_tokens_per_second": statistics.median(ours),
-            "torch_encoder_tokens_per_second": statistics.median(ref),
-            "speedup": statistics.median(ratios), "speedup_per_round": ratios}
+    return {
+        "minigpt_tokens_per_second": statistics.median(ours),
+        "torch_encoder_tokens_per_second": statistics.median(ref),
+        "speedup": statistics.median(ratios),
+        "speedup_per_round": ratios,
+    }
 
 
 def matmul_rate_at_model_shapes(cfg: GPTConfig, batch: int, repeats: int = 20) -> float:
@@ -117,7 +141,8 @@ def matmul_rate_at_model_shapes(cfg: GPTConfig, batch: int, repeats: int = 20) -
     the ceiling for the model-FLOP utilisation at this shape. Small products run far below
     the large-product peak."""
     d, M = cfg.d_model, batch * cfg.block_size
-    shapes = [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d), (d, cfg.vocab_size)]  # (in, out) per linear
+    # (in, out) per linear
+    shapes = [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d), (d, cfg.vocab_size)]
     counts = [cfg.n_layer] * 4 + [1]
     flops, seconds = 0.0, 0.0
     for (k, n), count in zip(shapes, counts):
@@ -136,19 +161,32 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", default=",".join(CONFIGS), help="comma-separated config names")
     p.add_argument("--scale", type=float, default=1.0, help="multiply every max_steps (smoke runs)")
-    p.add_argument("--out", type=Path, default=None, help="results JSON (default: the committed file when --scale is 1)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results JSON (default: the committed file when --scale is 1)",
+    )
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--merge", action="store_true",
-                   help="update only the listed runs in the existing results file (keeps the others)")
-    p.add_argument("--no-compare", action="store_true", help="skip the nn.TransformerEncoderLayer comparison")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="update only the listed runs in the existing results file (keeps the others)",
+    )
+    p.add_argument(
+        "--no-compare", action="store_true", help="skip the nn.TransformerEncoderLayer comparison"
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = args.out or (RESULTS if args.scale == 1.0 else None)
 
     load_before = os.getloadavg()
     peak_before = matmul_peak_gflops()
-    print(f"fp32 matmul peak: {peak_before:.1f} GFLOP/s on {args.threads} threads "
-          f"(load average before: {load_before[0]:.2f})", flush=True)
+    print(
+        f"fp32 matmul peak: {peak_before:.1f} GFLOP/s on {args.threads} threads "
+        f"(load average before: {load_before[0]:.2f})",
+        flush=True,
+    )
     rows = []
     for name in filter(None, args.only.split(",")):
         cfg = load_config(files("course_lib").joinpath("configs", f"{name}.json"))
@@ -184,33 +222,57 @@ def main(argv: list[str] | None = None) -> dict:
     for c in comparisons:
         c["mfu_minigpt"] = c["minigpt_tokens_per_second"] * c["flops_per_token"] / (peak * 1e9)
 
-    previous = json.loads(out.read_text()) if args.merge and out is not None and out.exists() else None
+    previous = (
+        json.loads(out.read_text()) if args.merge and out is not None and out.exists() else None
+    )
     if previous:
-        kept = [r for name, r in previous["runs"].items() if name not in {r["config_name"] for r in rows}]
-        rows = sorted(kept + rows, key=lambda r: CONFIGS.index(r["config_name"]) if r["config_name"] in CONFIGS else 99)
+        kept = [
+            r
+            for name, r in previous["runs"].items()
+            if name not in {r["config_name"] for r in rows}
+        ]
+        rows = sorted(
+            kept + rows,
+            key=lambda r: CONFIGS.index(r["config_name"]) if r["config_name"] in CONFIGS else 99,
+        )
         if args.no_compare:
             comparisons = list(previous["torch_encoder_comparison"].values())
     base = next((r for r in rows if r["config_name"] == "baseline"), None)
     print(f"\nfp32 matmul peak used: {peak:.1f} GFLOP/s (best of before and after)")
-    print(f"{'config':<10} {'params':>9} {'steps':>6} {'tokens/s':>9} {'train s':>8} {'val loss':>9} "
-          f"{'ppl':>6} {'vs base':>8} {'MFU':>6}")
+    print(
+        f"{'config':<10} {'params':>9} {'steps':>6} {'tokens/s':>9} {'train s':>8} {'val loss':>9} "
+        f"{'ppl':>6} {'vs base':>8} {'MFU':>6}"
+    )
     for r in rows:
         delta = f"{r['final_val_loss'] - base['final_val_loss']:+.3f}" if base else "n/a"
-        print(f"{r['config_name']:<10} {r['params']:>9,} {r['steps']:>6} {r['tokens_per_second']:>9,.0f} "
-              f"{r['train_seconds']:>8.1f} {r['final_val_loss']:>9.3f} {r['val_perplexity']:>6.2f} {delta:>8} "
-              f"{100 * r['mfu']:>5.1f}%")
+        print(
+            f"{r['config_name']:<10} {r['params']:>9,} {r['steps']:>6} "
+            f"{r['tokens_per_second']:>9,.0f} "
+            f"{r['train_seconds']:>8.1f} {r['final_val_loss']:>9.3f} {r['val_perplexity']:>6.2f} "
+            f"{delta:>8} "
+            f"{100 * r['mfu']:>5.1f}%"
+        )
     for c in comparisons:
-        print(f"{c['config_name']}: MiniGPT {c['minigpt_tokens_per_second']:,.0f} tokens/s, "
-              f"nn.TransformerEncoderLayer {c['torch_encoder_tokens_per_second']:,.0f} tokens/s "
-              f"(x{c['speedup']:.2f}, median of paired rounds); MiniGPT MFU {100 * c['mfu_minigpt']:.1f}%; "
-              f"this shape's matrix products alone: {c['matmul_gflops_at_shape']:.0f} GFLOP/s")
+        print(
+            f"{c['config_name']}: MiniGPT {c['minigpt_tokens_per_second']:,.0f} tokens/s, "
+            f"nn.TransformerEncoderLayer {c['torch_encoder_tokens_per_second']:,.0f} tokens/s "
+            f"(x{c['speedup']:.2f}, median of paired rounds); MiniGPT MFU "
+            f"{100 * c['mfu_minigpt']:.1f}%; "
+            f"this shape's matrix products alone: {c['matmul_gflops_at_shape']:.0f} GFLOP/s"
+        )
     print(f"load average after: {load_after[0]:.2f}")
     summary = {
-        "machine": {"processor": platform.processor() or platform.machine(), "threads": args.threads,
-                    "torch": torch.__version__, "cpu_count": os.cpu_count(),
-                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")},
-        "load_average_before": load_before[0], "load_average_after": load_after[0],
-        "matmul_peak_gflops": peak, "scale": args.scale,
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "threads": args.threads,
+            "torch": torch.__version__,
+            "cpu_count": os.cpu_count(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+        },
+        "load_average_before": load_before[0],
+        "load_average_after": load_after[0],
+        "matmul_peak_gflops": peak,
+        "scale": args.scale,
         "runs": {r["config_name"]: r for r in rows},
         "torch_encoder_comparison": {c["config_name"]: c for c in comparisons},
         "measured_at": time.strftime("%Y-%m-%d %H:%M"),

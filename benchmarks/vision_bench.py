@@ -13,6 +13,7 @@
 Prints two tables and writes ``course_lib/results/vision_bench.json`` (Chapter 11 glues and
 plots from it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,12 +24,19 @@ import time
 from pathlib import Path
 
 import torch
+from _common import results_file, write_json  # run from benchmarks/
 
-from course_lib.labs.vision import (VIT_SETTINGS, SmallCNN, data_hunger, digits_split, logistic_baseline, make_vit,
-                                    train_classifier)
-from _common import write_json  # run from benchmarks/
+from course_lib.labs.vision import (
+    VIT_SETTINGS,
+    SmallCNN,
+    data_hunger,
+    digits_split,
+    logistic_baseline,
+    make_vit,
+    train_classifier,
+)
 
-RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "vision_bench.json"
+RESULTS = results_file("vision_bench.json")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -44,11 +52,25 @@ def main(argv: list[str] | None = None) -> dict:
     s = VIT_SETTINGS
 
     vit = make_vit(0)
-    r_vit = train_classifier(vit, data, epochs=s["epochs"], lr=s["lr"], batch_size=s["batch_size"],
-                             weight_decay=s["weight_decay"], seed=0)
+    r_vit = train_classifier(
+        vit,
+        data,
+        epochs=s["epochs"],
+        lr=s["lr"],
+        batch_size=s["batch_size"],
+        weight_decay=s["weight_decay"],
+        seed=0,
+    )
     torch.manual_seed(0)
-    r_cnn = train_classifier(SmallCNN(), data, epochs=s["epochs"], lr=3e-3, batch_size=s["batch_size"],
-                             weight_decay=s["weight_decay"], seed=0)
+    r_cnn = train_classifier(
+        SmallCNN(),
+        data,
+        epochs=s["epochs"],
+        lr=3e-3,
+        batch_size=s["batch_size"],
+        weight_decay=s["weight_decay"],
+        seed=0,
+    )
     lr_acc, lr_s = logistic_baseline(data)
     main_rows = {
         "vit": {**r_vit.to_dict(), "params": sum(p.numel() for p in vit.parameters())},
@@ -65,16 +87,34 @@ def main(argv: list[str] | None = None) -> dict:
     rows = data_hunger(sizes, seeds, data, progress=True)
     hunger = {}
     for name in ("vit", "cnn", "logistic"):
-        hunger[name] = {str(n): statistics.mean(r["accuracy"] for r in rows if r["model"] == name and r["n_train"] == n)
-                        for n in sizes}
-    print(f"\nmean test accuracy over seeds {seeds}\n{'n_train':>8} " + " ".join(f"{m:>9}" for m in hunger))
+        hunger[name] = {
+            str(n): statistics.mean(
+                r["accuracy"] for r in rows if r["model"] == name and r["n_train"] == n
+            )
+            for n in sizes
+        }
+    print(
+        f"\nmean test accuracy over seeds {seeds}\n{'n_train':>8} "
+        + " ".join(f"{m:>9}" for m in hunger)
+    )
     for n in sizes:
         print(f"{n:8} " + " ".join(f"{hunger[m][str(n)]:9.3f}" for m in hunger))
     result = {
-        "settings": VIT_SETTINGS, "threads": args.threads, "n_train": len(data.y_train), "n_test": len(data.y_test),
-        "main": main_rows, "sizes": sizes, "seeds": seeds, "hunger_mean": hunger, "hunger_rows": rows,
-        "hunger_seconds": time.perf_counter() - t0, "load_average_before": load_before,
-        "machine": {"processor": platform.processor() or platform.machine(), "torch": torch.__version__},
+        "settings": VIT_SETTINGS,
+        "threads": args.threads,
+        "n_train": len(data.y_train),
+        "n_test": len(data.y_test),
+        "main": main_rows,
+        "sizes": sizes,
+        "seeds": seeds,
+        "hunger_mean": hunger,
+        "hunger_rows": rows,
+        "hunger_seconds": time.perf_counter() - t0,
+        "load_average_before": load_before,
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "torch": torch.__version__,
+        },
     }
     write_json(result, args.out)
     return result

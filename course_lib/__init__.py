@@ -7,7 +7,9 @@ Chapters import from here instead of copying helpers from page to page::
 Rooms (CONTRIBUTING.md has the map and the import rules):
 
 - core, flat like nanoGPT: ``attention``, ``loss``, ``lm_loss``, ``optim``, ``schedule``,
-  ``corpus``, ``data``, ``model``, ``train``: the math a reader reuses and the model they train;
+  ``corpus``, ``data``, ``model``, ``config``, ``device``, ``checkpoint``, ``train`` (and Part
+  IV's ``bpe``, ``generate``, ``kv_cache``, ``encoder``, ``lora``): the math a reader reuses
+  and the model they train;
 - ``labs``: the chapters' experiments (``rnn``, ``matrices``, ``embeddings``, ``positions``,
   ``rope``, ``attention_scaling``, ``attention_cost``, ``backprop``);
 - ``handcalc``: the float64 hand-calculation engine of Chapter 5 and its worksheets;
@@ -18,6 +20,7 @@ Importing ``course_lib`` (or ``course_lib.model``, ``course_lib.train``) loads t
 the plotting names below are resolved on first use, so a training worker or a grading kernel
 never loads matplotlib or myst-nb.
 """
+
 from .attention import (
     LearnedPositionalEmbedding,
     MultiHeadAttention,
@@ -32,6 +35,22 @@ from .attention import (
 from .loss import cross_entropy, cross_entropy_grad, log_softmax, perplexity
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "LearnedPositionalEmbedding",
+    "MultiHeadAttention",
+    "causal_mask",
+    "merge_heads",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "sinusoidal_positions",
+    "softmax",
+    "split_heads",
+    "cross_entropy",
+    "cross_entropy_grad",
+    "log_softmax",
+    "perplexity",
+]  # and the lazy names below (not in __all__: a star import would load matplotlib)
 
 # name -> module of the viz room, imported on first use (PEP 562)
 _LAZY = {

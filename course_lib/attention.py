@@ -7,6 +7,7 @@ The tests compare every function with PyTorch's own implementation.
 Mask convention (the same as ``torch.nn.functional.scaled_dot_product_attention`` with a
 boolean mask): ``True`` means "this query may attend to this key", ``False`` means "blocked".
 """
+
 from __future__ import annotations
 
 import math
@@ -232,7 +233,9 @@ class MultiHeadAttention(nn.Module):
         mask = None
         if self.causal:
             if T_q != T_k:
-                raise ValueError("MultiHeadAttention: a causal mask needs T_q == T_k (self-attention).")
+                raise ValueError(
+                    "MultiHeadAttention: a causal mask needs T_q == T_k (self-attention)."
+                )
             mask = causal_mask(T_q, device=x.device)  # (T, T)
         if key_padding_mask is not None:
             pad = key_padding_mask.bool()[:, None, None, :]  # (B, 1, 1, T_k)
@@ -273,9 +276,14 @@ def position_frequencies(d: int, base: float = 10000.0) -> torch.Tensor:
     positions).
     """
     if d < 2 or d % 2:
-        raise ValueError(f"position_frequencies: d must be a positive even number (dimensions come in pairs); got d={d}.")
+        raise ValueError(
+            "position_frequencies: d must be a positive even number (dimensions come in pairs); "
+            f"got d={d}."
+        )
     if base <= 1:
-        raise ValueError(f"position_frequencies: base must be > 1 so the frequencies decrease; got {base}.")
+        raise ValueError(
+            f"position_frequencies: base must be > 1 so the frequencies decrease; got {base}."
+        )
     return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
 
 
@@ -302,7 +310,9 @@ def rope_angles(positions, d: int, base: float = 10000.0) -> torch.Tensor:
     accurate; callers move cos/sin to their device).
     """
     if d < 2 or d % 2:
-        raise ValueError(f"rope_angles: d must be a positive even number (RoPE rotates pairs); got d={d}.")
+        raise ValueError(
+            f"rope_angles: d must be a positive even number (RoPE rotates pairs); got d={d}."
+        )
     if base <= 1:
         raise ValueError(f"rope_angles: base must be > 1 so the frequencies decrease; got {base}.")
     pos = torch.as_tensor(positions).detach().to("cpu", torch.float64).reshape(-1)  # (T,)
@@ -319,13 +329,16 @@ def apply_rope(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.
     """
     if x.dim() < 2:
         raise ValueError(
-            f"apply_rope: x must be (..., T, d), one vector per position; got shape {tuple(x.shape)}. "
+            "apply_rope: x must be (..., T, d), one vector per position; got shape "
+            f"{tuple(x.shape)}. "
             "For a single vector use x[None] and positions=[m]."
         )
     T, d = x.shape[-2], x.shape[-1]
     positions = torch.arange(T) if positions is None else torch.as_tensor(positions)
     if positions.reshape(-1).shape[0] != T:
-        raise ValueError(f"apply_rope: need one position per row of x ({T}); got {positions.numel()}.")
+        raise ValueError(
+            f"apply_rope: need one position per row of x ({T}); got {positions.numel()}."
+        )
     ang = rope_angles(positions, d, base)  # (T, d/2)
     cos = ang.cos().to(device=x.device, dtype=x.dtype)  # (T, d/2)
     sin = ang.sin().to(device=x.device, dtype=x.dtype)  # (T, d/2)
@@ -353,7 +366,9 @@ class LearnedPositionalEmbedding(nn.Module):
         T = x.shape[1]
         if start + T > self.max_len:
             raise ValueError(
-                f"LearnedPositionalEmbedding: positions {start}..{start + T - 1} exceed max_len={self.max_len}; "
-                "the table has no vector for those positions (crop the context to the last max_len tokens)."
+                f"LearnedPositionalEmbedding: positions {start}..{start + T - 1} exceed "
+                f"max_len={self.max_len}; "
+                "the table has no vector for those positions (crop the context to the last max_len "
+                "tokens)."
             )
         return x + self.table(torch.arange(start, start + T, device=x.device))  # (B, T, d)

@@ -29,6 +29,7 @@ letters here), and ``re``'s ``\\s`` (``str.isspace``) also counts the separators
 as whitespace. The short approximation ``[^\\W\\d_]`` for a letter also accepts numbers
 such as "½" and "²" (categories No, Nl), which ``\\p{L}`` does not.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -84,8 +85,13 @@ def unicode_class(category: str) -> str:
     what ``\\p{L}`` means in the ``regex`` package and in Rust or Oniguruma."""
     ranges = _category_ranges().get(category) if isinstance(category, str) else None
     if not ranges:
-        raise ValueError(f"unicode_class: pass a major general category such as 'L' or 'N'; got {category!r}.")
-    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+        raise ValueError(
+            f"unicode_class: pass a major general category such as 'L' or 'N'; got {category!r}."
+        )
+    return "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for a, b in ranges
+    )
 
 
 @lru_cache(maxsize=None)
@@ -93,7 +99,9 @@ def gpt2_pattern() -> re.Pattern:
     """GPT-2's pre-tokenization regular expression, compiled for Python's ``re``."""
     letters, numbers = f"[{unicode_class('L')}]", f"[{unicode_class('N')}]"
     # inside the negated class the bracketed sets are spliced in without their brackets
-    body = GPT2_PATTERN_TEMPLATE.replace("[^\\s{L}{N}]", f"[^\\s{unicode_class('L')}{unicode_class('N')}]")
+    body = GPT2_PATTERN_TEMPLATE.replace(
+        "[^\\s{L}{N}]", f"[^\\s{unicode_class('L')}{unicode_class('N')}]"
+    )
     return re.compile(body.replace("{L}", letters).replace("{N}", numbers))
 
 
@@ -109,7 +117,11 @@ def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's map from each byte to a printable character (used to show and store tokens):
     printable Latin-1 bytes map to themselves, the others (space, newline, controls) to
     U+0100 onwards, so the space byte shows as "Ġ" and the newline as "Ċ"."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     table, extra = {}, 0
     for b in range(256):
         if b in printable:
@@ -184,7 +196,10 @@ def learn_merges(text: str | Iterable[str], n_tokens: int) -> Merges:
     grows by distinct byte strings.
     """
     if not isinstance(n_tokens, int) or n_tokens < 256:
-        raise ValueError(f"learn_merges: n_tokens counts the 256 byte tokens too; pass an int >= 256, got {n_tokens!r}.")
+        raise ValueError(
+            "learn_merges: n_tokens counts the 256 byte tokens too; pass an int >= 256, got "
+            f"{n_tokens!r}."
+        )
     docs = [text] if isinstance(text, str) else list(text)
     if not all(isinstance(d, str) for d in docs):
         raise ValueError("learn_merges: pass a str or an iterable of str.")
@@ -256,39 +271,61 @@ class BPETokenizer:
     ``decode(ids) -> str``; ``decode(encode(s)) == s`` for every string.
     """
 
-    def __init__(self, merges: Sequence[tuple[tuple[int, int], int]], special_tokens: Sequence[str] = (END_OF_TEXT,)):
+    def __init__(
+        self,
+        merges: Sequence[tuple[tuple[int, int], int]],
+        special_tokens: Sequence[str] = (END_OF_TEXT,),
+    ):
         vocab = [bytes([i]) for i in range(256)]
         self.merges: list[tuple[tuple[int, int], int]] = []
         self.ranks: dict[tuple[int, int], tuple[int, int]] = {}  # pair -> (rank, new id)
         for rank, ((a, b), new) in enumerate(merges):
             a, b, new = int(a), int(b), int(new)
             if not (0 <= a < len(vocab) and 0 <= b < len(vocab)) or new > len(vocab):
-                raise ValueError(f"BPETokenizer: merge {rank} ({a}, {b}) -> {new} refers to tokens that do not "
-                                 "exist yet; merges must be in the order they were learned.")
+                raise ValueError(
+                    f"BPETokenizer: merge {rank} ({a}, {b}) -> {new} refers to tokens that do not "
+                    "exist yet; merges must be in the order they were learned."
+                )
             if new == len(vocab):
                 vocab.append(vocab[a] + vocab[b])
             elif vocab[new] != vocab[a] + vocab[b]:
-                raise ValueError(f"BPETokenizer: merge {rank} reuses id {new}, whose bytes are not those of ({a}, {b}).")
+                raise ValueError(
+                    f"BPETokenizer: merge {rank} reuses id {new}, whose bytes are not those of "
+                    f"({a}, {b})."
+                )
             self.merges.append(((a, b), new))
             self.ranks.setdefault((a, b), (rank, new))
         specials = list(special_tokens)
-        if len(set(specials)) != len(specials) or not all(isinstance(s, str) and s for s in specials):
+        if len(set(specials)) != len(specials) or not all(
+            isinstance(s, str) and s for s in specials
+        ):
             raise ValueError("BPETokenizer: special tokens must be distinct, non-empty strings.")
         self.vocab: list[bytes] = vocab
         self.special_tokens: dict[str, int] = {s: len(vocab) + i for i, s in enumerate(specials)}
-        self._special_re = (re.compile("(" + "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True)) + ")")
-                            if specials else None)
+        self._special_re = (
+            re.compile(
+                "(" + "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True)) + ")"
+            )
+            if specials
+            else None
+        )
         self._cache: dict[str, list[int]] = {}
 
     @classmethod
-    def train(cls, text: str | Iterable[str], vocab_size: int,
-              special_tokens: Sequence[str] = (END_OF_TEXT,)) -> "BPETokenizer":
+    def train(
+        cls,
+        text: str | Iterable[str],
+        vocab_size: int,
+        special_tokens: Sequence[str] = (END_OF_TEXT,),
+    ) -> "BPETokenizer":
         """Learn merges from ``text`` so that the vocabulary (bytes, merges and special tokens)
         has ``vocab_size`` tokens; special-token strings in ``text`` are not learned from."""
         specials = list(special_tokens)
         if not isinstance(vocab_size, int) or vocab_size < 256 + len(specials):
-            raise ValueError(f"BPETokenizer.train: vocab_size must be at least 256 + {len(specials)} special "
-                             f"token(s) = {256 + len(specials)}; got {vocab_size!r}.")
+            raise ValueError(
+                f"BPETokenizer.train: vocab_size must be at least 256 + {len(specials)} special "
+                f"token(s) = {256 + len(specials)}; got {vocab_size!r}."
+            )
         docs = [text] if isinstance(text, str) else list(text)
         if specials:
             splitter = re.compile("|".join(re.escape(s) for s in specials))
@@ -303,8 +340,11 @@ class BPETokenizer:
         is greedy, so a smaller vocabulary is a prefix of a larger one's merges)."""
         n_tokens = vocab_size - len(self.special_tokens)
         if not 256 <= n_tokens <= len(self.vocab):
-            raise ValueError(f"BPETokenizer.truncated: vocab_size must lie in [{256 + len(self.special_tokens)}, "
-                             f"{self.vocab_size}]; got {vocab_size}.")
+            raise ValueError(
+                "BPETokenizer.truncated: vocab_size must lie in "
+                f"[{256 + len(self.special_tokens)}, "
+                f"{self.vocab_size}]; got {vocab_size}."
+            )
         # keep every merge up to the one that creates token n_tokens - 1 (later ones may reuse ids)
         k = next((r for r, (_, new) in enumerate(self.merges) if new >= n_tokens), len(self.merges))
         return type(self)(self.merges[:k], list(self.special_tokens))
@@ -366,11 +406,16 @@ class BPETokenizer:
     def decode_bytes(self, ids) -> bytes:
         """Token ids (list or 1-D tensor) -> the bytes they stand for."""
         ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
-        n_vocab, special_bytes = len(self.vocab), {i: s.encode("utf-8") for s, i in self.special_tokens.items()}
+        n_vocab, special_bytes = (
+            len(self.vocab),
+            {i: s.encode("utf-8") for s, i in self.special_tokens.items()},
+        )
         parts = []
         for i in ids:
             if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.vocab_size:
-                raise ValueError(f"BPETokenizer.decode: ids must be ints in [0, {self.vocab_size}); got {i!r}.")
+                raise ValueError(
+                    f"BPETokenizer.decode: ids must be ints in [0, {self.vocab_size}); got {i!r}."
+                )
             parts.append(self.vocab[i] if i < n_vocab else special_bytes[i])
         return b"".join(parts)
 
@@ -388,25 +433,37 @@ class BPETokenizer:
 
     # -- saving ----------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {"merges": [[a, b, new] for (a, b), new in self.merges], "special_tokens": list(self.special_tokens)}
+        return {
+            "merges": [[a, b, new] for (a, b), new in self.merges],
+            "special_tokens": list(self.special_tokens),
+        }
 
     @classmethod
     def from_state_dict(cls, state: dict) -> "BPETokenizer":
         return cls([((a, b), new) for a, b, new in state["merges"]], state["special_tokens"])
 
 
-def train_library_bpe(text: str | Iterable[str], vocab_size: int, special_tokens: Sequence[str] = (END_OF_TEXT,)):
+def train_library_bpe(
+    text: str | Iterable[str], vocab_size: int, special_tokens: Sequence[str] = (END_OF_TEXT,)
+):
     """The same tokenizer trained by Hugging Face ``tokenizers`` (byte-level BPE with GPT-2's
     pre-tokenization, no prefix space): the reference ``BPETokenizer`` is checked against."""
     try:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     except ImportError:  # pragma: no cover - tokenizers is in requirements.txt
-        raise ValueError("train_library_bpe needs Hugging Face tokenizers: pip install tokenizers") from None
+        raise ValueError(
+            "train_library_bpe needs Hugging Face tokenizers: pip install tokenizers"
+        ) from None
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), min_frequency=0)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(special_tokens),
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        min_frequency=0,
+    )
     docs = [text] if isinstance(text, str) else list(text)
     tok.train_from_iterator(docs, trainer=trainer, length=len(docs))
     return tok
@@ -433,7 +490,9 @@ def bits_per_character(model, tokens, n_chars: int, block_size: int, batch_size:
 
     tokens = torch.as_tensor(tokens, dtype=torch.int64)
     if tokens.dim() != 1 or len(tokens) < 2 or n_chars < 1:
-        raise ValueError("bits_per_character: pass a 1-D tensor of at least 2 token ids and n_chars >= 1.")
+        raise ValueError(
+            "bits_per_character: pass a 1-D tensor of at least 2 token ids and n_chars >= 1."
+        )
     T = block_size
     starts = list(range(0, len(tokens) - 1, T))
     total = 0.0
@@ -441,14 +500,16 @@ def bits_per_character(model, tokens, n_chars: int, block_size: int, batch_size:
     model.eval()
     with torch.no_grad():
         for i in range(0, len(starts), batch_size):
-            chunk = starts[i:i + batch_size]
+            chunk = starts[i : i + batch_size]
             lengths = [min(T, len(tokens) - 1 - s) for s in chunk]
             x = torch.zeros(len(chunk), T, dtype=torch.int64)  # (B, T), padded at the end
             y = torch.full((len(chunk), T), -100, dtype=torch.int64)  # (B, T); -100: not scored
             for r, (s, n) in enumerate(zip(chunk, lengths)):
-                x[r, :n] = tokens[s:s + n]
-                y[r, :n] = tokens[s + 1:s + n + 1]
+                x[r, :n] = tokens[s : s + n]
+                y[r, :n] = tokens[s + 1 : s + n + 1]
             logits = model(x)[0]  # (B, T, V)
-            total += F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum").item()
+            total += F.cross_entropy(
+                logits.flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum"
+            ).item()
     model.train(was_training)
     return total / (n_chars * math.log(2))

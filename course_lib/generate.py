@@ -21,6 +21,7 @@ context to the model's ``block_size``. Measures of what came out: ``distinct_n``
 of n-grams that are distinct: repetition lowers it) and ``sequence_log_likelihood`` (the
 model's own log-probability of its text).
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,11 +41,15 @@ __all__ = [
 
 def _check_logits(logits: torch.Tensor, name: str) -> None:
     if logits.dim() != 2:
-        raise ValueError(f"{name}: logits must be (B, V), one row of next-token logits per sequence; "
-                         f"got shape {tuple(logits.shape)}. Use logits[:, -1, :] for a model's (B, T, V) output.")
+        raise ValueError(
+            f"{name}: logits must be (B, V), one row of next-token logits per sequence; "
+            f"got shape {tuple(logits.shape)}. Use logits[:, -1, :] for a model's (B, T, V) output."
+        )
 
 
-def apply_repetition_penalty(logits: torch.Tensor, prev_ids: torch.Tensor, penalty: float) -> torch.Tensor:
+def apply_repetition_penalty(
+    logits: torch.Tensor, prev_ids: torch.Tensor, penalty: float
+) -> torch.Tensor:
     """Make the tokens already present in ``prev_ids`` less likely (penalty > 1).
 
     Shapes: logits (B, V), prev_ids (B, T) int64 -> (B, V). A token's logit s becomes s / penalty
@@ -53,10 +58,14 @@ def apply_repetition_penalty(logits: torch.Tensor, prev_ids: torch.Tensor, penal
     """
     _check_logits(logits, "apply_repetition_penalty")
     if penalty <= 0:
-        raise ValueError(f"apply_repetition_penalty: penalty must be > 0 (1 = no penalty); got {penalty}.")
+        raise ValueError(
+            f"apply_repetition_penalty: penalty must be > 0 (1 = no penalty); got {penalty}."
+        )
     if prev_ids.dim() != 2 or prev_ids.shape[0] != logits.shape[0]:
-        raise ValueError(f"apply_repetition_penalty: prev_ids must be (B, T) with B={logits.shape[0]}; "
-                         f"got shape {tuple(prev_ids.shape)}.")
+        raise ValueError(
+            f"apply_repetition_penalty: prev_ids must be (B, T) with B={logits.shape[0]}; "
+            f"got shape {tuple(prev_ids.shape)}."
+        )
     seen = torch.gather(logits, 1, prev_ids)  # (B, T): the logits of the tokens already there
     seen = torch.where(seen > 0, seen / penalty, seen * penalty)
     return logits.scatter(1, prev_ids, seen)  # (B, V); a repeated token gets the same value twice
@@ -65,7 +74,10 @@ def apply_repetition_penalty(logits: torch.Tensor, prev_ids: torch.Tensor, penal
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """logits / temperature: (B, V) -> (B, V). temperature must be > 0 (0 is greedy: use argmax)."""
     if temperature <= 0:
-        raise ValueError(f"apply_temperature: temperature must be > 0; got {temperature} (for 0, take the argmax).")
+        raise ValueError(
+            f"apply_temperature: temperature must be > 0; got {temperature} (for 0, take the "
+            "argmax)."
+        )
     return logits / temperature
 
 
@@ -122,12 +134,17 @@ def sample_next(
     if temperature < 0:
         raise ValueError(f"sample_next: temperature must be >= 0 (0 = greedy); got {temperature}.")
     if top_k is not None and not 1 <= top_k <= logits.shape[-1]:
-        raise ValueError(f"sample_next: top_k must lie in [1, {logits.shape[-1]}] or be None; got {top_k}.")
+        raise ValueError(
+            f"sample_next: top_k must lie in [1, {logits.shape[-1]}] or be None; got {top_k}."
+        )
     if top_p is not None and not 0.0 < top_p <= 1.0:
         raise ValueError(f"sample_next: top_p must lie in (0, 1] or be None; got {top_p}.")
     if repetition_penalty != 1.0:
         if prev_ids is None:
-            raise ValueError("sample_next: a repetition_penalty needs prev_ids, the tokens generated so far (B, T).")
+            raise ValueError(
+                "sample_next: a repetition_penalty needs prev_ids, the tokens generated so far (B, "
+                "T)."
+            )
         logits = apply_repetition_penalty(logits, prev_ids, repetition_penalty)
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
@@ -171,7 +188,9 @@ def generate(
     if max_new_tokens < 0:
         raise ValueError(f"generate: max_new_tokens must be >= 0; got {max_new_tokens}.")
     if idx.dim() != 2 or idx.shape[1] < 1:
-        raise ValueError(f"generate: idx must be (B, T) token ids with T >= 1; got shape {tuple(idx.shape)}.")
+        raise ValueError(
+            f"generate: idx must be (B, T) token ids with T >= 1; got shape {tuple(idx.shape)}."
+        )
     block = model.cfg.block_size
     was_training = model.training
     model.eval()
@@ -182,7 +201,8 @@ def generate(
             if cache is None:
                 logits = model(idx[:, -block:])[0][:, -1, :]  # (B, V): the whole window, every step
             elif step == 0:
-                logits = model(idx[:, -block:], cache=cache)[0][:, -1, :]  # the prompt fills the cache
+                # the prompt fills the cache
+                logits = model(idx[:, -block:], cache=cache)[0][:, -1, :]
             elif len(cache) < block:
                 logits = model(idx[:, -1:], cache=cache)[0][:, -1, :]  # only the new token
             else:
@@ -193,8 +213,15 @@ def generate(
                 logits = model(idx[:, -block:])[0][:, -1, :]
             if return_logits:
                 all_logits.append(logits)
-            nxt = sample_next(logits, temperature, top_k, top_p, repetition_penalty, prev_ids=idx,
-                              generator=generator)  # (B, 1)
+            nxt = sample_next(
+                logits,
+                temperature,
+                top_k,
+                top_p,
+                repetition_penalty,
+                prev_ids=idx,
+                generator=generator,
+            )  # (B, 1)
             idx = torch.cat([idx, nxt.to(idx.device)], dim=1)  # (B, T + step + 1)
     finally:
         model.train(was_training)
@@ -208,7 +235,7 @@ def distinct_n(ids, n: int = 2) -> float:
     ids = ids.tolist() if torch.is_tensor(ids) else list(ids)
     if n < 1:
         raise ValueError(f"distinct_n: n must be >= 1; got {n}.")
-    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+    grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
     if not grams:
         raise ValueError(f"distinct_n: the sequence ({len(ids)} tokens) is shorter than n={n}.")
     return len(set(grams)) / len(grams)
@@ -224,18 +251,22 @@ def sequence_log_likelihood(model, ids: torch.Tensor, start: int) -> float:
     come from one window, every later token from its own window of the previous block_size.
     """
     if ids.dim() != 2 or ids.shape[0] != 1:
-        raise ValueError(f"sequence_log_likelihood: ids must be (1, T); got shape {tuple(ids.shape)}.")
+        raise ValueError(
+            f"sequence_log_likelihood: ids must be (1, T); got shape {tuple(ids.shape)}."
+        )
     T = ids.shape[1]
     if not 1 <= start < T:
         raise ValueError(f"sequence_log_likelihood: start must lie in [1, {T - 1}]; got {start}.")
     block = model.cfg.block_size
     was_training = model.training
     model.eval()
-    head = ids[:, :min(T, block)]  # (1, <= block): tokens 1 .. block - 1 are predicted inside it
-    logp = F.log_softmax(model(head)[0][0, :-1].double(), dim=-1)  # (n - 1, V): row t - 1 predicts token t
+    head = ids[:, : min(T, block)]  # (1, <= block): tokens 1 .. block - 1 are predicted inside it
+    # (n - 1, V): row t - 1 predicts token t
+    logp = F.log_softmax(model(head)[0][0, :-1].double(), dim=-1)
     scores = [logp[t - 1, ids[0, t]] for t in range(start, head.shape[1])]
     if T > block:
-        windows = ids[0].unfold(0, block, 1)[:T - block]  # (T - block, block): window j ends just before token j + block
+        # (T - block, block): window j ends just before token j + block
+        windows = ids[0].unfold(0, block, 1)[: T - block]
         last = F.log_softmax(model(windows)[0][:, -1].double(), dim=-1)  # (T - block, V)
         targets = ids[0, block:]  # (T - block,)
         picked = last.gather(1, targets[:, None])[:, 0]  # (T - block,)

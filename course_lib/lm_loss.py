@@ -3,6 +3,7 @@
 Built on ``course_lib.loss`` (``log_softmax``, ``cross_entropy``); the tests compare with
 ``torch.nn.functional.cross_entropy`` (including its ``label_smoothing`` option).
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,7 +34,9 @@ def next_token_targets(
     return inputs, targets
 
 
-def lm_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+def lm_cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100
+) -> torch.Tensor:
     """Mean next-token cross-entropy of a (B, T, V) logits tensor against (B, T) targets:
     flattens to (B·T, V) and (B·T,) and calls ``course_lib.loss.cross_entropy``."""
     if logits.dim() != 3 or logits.shape[:2] != targets.shape:
@@ -54,7 +57,9 @@ def label_smoothed_cross_entropy(
     ``F.cross_entropy(..., label_smoothing=ε)``. Shapes: logits (N, V), targets (N,).
     """
     if not 0.0 <= smoothing <= 1.0:
-        raise ValueError(f"label_smoothed_cross_entropy: smoothing must be in [0, 1]; got {smoothing}.")
+        raise ValueError(
+            f"label_smoothed_cross_entropy: smoothing must be in [0, 1]; got {smoothing}."
+        )
     if logits.dim() != 2 or targets.shape != logits.shape[:1]:
         raise ValueError(
             f"label_smoothed_cross_entropy: need logits (N, V) and targets (N,); got "
@@ -62,5 +67,6 @@ def label_smoothed_cross_entropy(
         )
     nll = cross_entropy(logits, targets, ignore_index=ignore_index)  # validates the targets
     keep = targets != ignore_index  # (N,)
-    uniform = -log_softmax(logits[keep], dim=-1).mean(dim=-1).mean()  # mean over classes, then tokens
+    # mean over classes, then tokens
+    uniform = -log_softmax(logits[keep], dim=-1).mean(dim=-1).mean()
     return (1.0 - smoothing) * nll + smoothing * uniform

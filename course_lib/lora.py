@@ -14,6 +14,7 @@ original, with no extra layer.
 every block of a ``course_lib.model`` model) and freezes everything else except the modules
 you name in ``trainable`` (e.g. a new classification head).
 """
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,14 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["LoRALinear", "add_lora", "merge_lora", "lora_parameters", "count_trainable", "lora_param_count"]
+__all__ = [
+    "LoRALinear",
+    "add_lora",
+    "merge_lora",
+    "lora_parameters",
+    "count_trainable",
+    "lora_param_count",
+]
 
 
 class LoRALinear(nn.Module):
@@ -37,7 +45,8 @@ class LoRALinear(nn.Module):
             raise ValueError(f"LoRALinear: wrap an nn.Linear; got {type(base).__name__}.")
         if int(rank) < 1 or rank > min(base.in_features, base.out_features):
             raise ValueError(
-                f"LoRALinear: rank must lie in [1, min(in, out) = {min(base.in_features, base.out_features)}]; got {rank}."
+                "LoRALinear: rank must lie in [1, min(in, out) = "
+                f"{min(base.in_features, base.out_features)}]; got {rank}."
             )
         self.base, self.rank = base, int(rank)
         self.alpha = float(rank if alpha is None else alpha)
@@ -45,7 +54,8 @@ class LoRALinear(nn.Module):
         for p in self.base.parameters():
             p.requires_grad_(False)  # the pretrained weights stay as they are
         self.A = nn.Parameter(torch.empty(self.rank, base.in_features))  # (r, in)
-        self.B = nn.Parameter(torch.zeros(base.out_features, self.rank))  # (out, r): ΔW = 0 at the start
+        # (out, r): ΔW = 0 at the start
+        self.B = nn.Parameter(torch.zeros(base.out_features, self.rank))
         nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))  # as nn.Linear initialises its weight
         self.merged = False
 
@@ -88,17 +98,25 @@ class LoRALinear(nn.Module):
         return self.base
 
     def extra_repr(self) -> str:
-        return f"in={self.in_features}, out={self.out_features}, rank={self.rank}, alpha={self.alpha:g}"
+        shape = f"in={self.in_features}, out={self.out_features}"
+        return f"{shape}, rank={self.rank}, alpha={self.alpha:g}"
 
 
-def add_lora(model: nn.Module, rank: int, alpha: float | None = None,
-             targets: tuple[str, ...] = ("attn.qkv", "attn.proj"), trainable: tuple[str, ...] = ()) -> nn.Module:
+def add_lora(
+    model: nn.Module,
+    rank: int,
+    alpha: float | None = None,
+    targets: tuple[str, ...] = ("attn.qkv", "attn.proj"),
+    trainable: tuple[str, ...] = (),
+) -> nn.Module:
     """Freeze ``model`` and replace each ``nn.Linear`` whose qualified name ends with one of
     ``targets`` by a ``LoRALinear`` (in place; returns the model). Parameters whose name starts
     with one of ``trainable`` (e.g. ``("head",)``) stay trainable."""
     for p in model.parameters():
         p.requires_grad_(False)
-    names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.endswith(targets)]
+    names = [
+        n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.endswith(targets)
+    ]
     if not names:
         raise ValueError(f"add_lora: no nn.Linear in the model has a name ending with {targets}.")
     for name in names:

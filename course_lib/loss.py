@@ -4,6 +4,7 @@
 finite losses (a naive ``log(softmax(z))`` gives ``-inf`` there). Tests compare everything with
 ``torch.nn.functional.cross_entropy`` and autograd.
 """
+
 from __future__ import annotations
 
 import math
@@ -86,7 +87,7 @@ def cross_entropy_grad(
     Shapes: logits (..., V), targets (...); returns (..., V) like the logits.
     """
     z, y = _flatten(logits, targets)  # (N, V), (N,)
-    keep = (y != ignore_index)  # (N,)
+    keep = y != ignore_index  # (N,)
     n_kept = int(keep.sum())
     if n_kept == 0:
         raise ValueError("cross_entropy_grad: every target equals ignore_index.")

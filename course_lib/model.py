@@ -17,25 +17,36 @@ step of generation on top of the cached keys and values of the earlier tokens.
 Attention weights: every attention layer returns only its output; a layer whose
 ``keep_weights`` is True keeps its last weights in ``attn_weights`` (the same mechanism as
 ``course_lib.attention.MultiHeadAttention``). ``MiniGPT.attention_maps(idx)`` collects them.
+
+Next door: the KV cache and the grouped-query conversion in ``course_lib.kv_cache``;
+checkpoints and the course's pretrained model in ``course_lib.checkpoint`` (both importable
+from here too). A new
+chapter's variant of the model is a module of its own (as ``encoder`` and ``lora`` are), not
+another option here.
 """
+
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import (LearnedPositionalEmbedding, apply_rope, keep_attention_weights, merge_heads,
-                        scaled_dot_product_attention, split_heads)
+from .attention import (
+    LearnedPositionalEmbedding,
+    apply_rope,
+    keep_attention_weights,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 from .generate import generate as _generate
+from .kv_cache import KVCache, LayerKV, kv_cache_bytes
 
-__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "MiniGPT", "KVCache", "LayerKV",
-           "TorchEncoderGPT", "flops_per_token", "kv_cache_bytes", "to_grouped_query", "load_pretrained", "load_pretrained_info", "export_pretrained",
-           "PRETRAINED"]
+__all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "MiniGPT", "flops_per_token"]
+__all__ += ["KVCache", "LayerKV", "kv_cache_bytes"]  # at home in course_lib.kv_cache
 
 ATTENTION_KINDS = ("fused", "course_lib")
 POSITION_KINDS = ("learned", "rope")
@@ -83,7 +94,9 @@ class GPTConfig:
             if name in ("vocab_size", "n_kv_heads") and getattr(self, name) is None:
                 continue
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"GPTConfig: {name} must be a positive integer; got {getattr(self, name)}.")
+                raise ValueError(
+                    f"GPTConfig: {name} must be a positive integer; got {getattr(self, name)}."
+                )
         if self.d_model % self.n_head:
             raise ValueError(
                 f"GPTConfig: d_model={self.d_model} must be divisible by n_head={self.n_head} "
@@ -97,12 +110,20 @@ class GPTConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPTConfig: dropout must lie in [0, 1); got {self.dropout}.")
         if self.attention not in ATTENTION_KINDS:
-            raise ValueError(f"GPTConfig: attention must be one of {ATTENTION_KINDS}; got {self.attention!r}.")
+            raise ValueError(
+                f"GPTConfig: attention must be one of {ATTENTION_KINDS}; got {self.attention!r}."
+            )
+        if self.attention == "course_lib" and self.dropout > 0:
+            raise ValueError(
+                f"GPTConfig: attention='course_lib' has no attention dropout; got dropout="
+                f"{self.dropout}. Use attention='fused' to train with dropout, or dropout=0."
+            )
         if self.pos not in POSITION_KINDS:
             raise ValueError(f"GPTConfig: pos must be one of {POSITION_KINDS}; got {self.pos!r}.")
         if self.pos == "rope" and (self.d_model // self.n_head) % 2:
             raise ValueError(
-                f"GPTConfig: pos='rope' rotates pairs of dimensions, so head_dim = d_model // n_head "
+                "GPTConfig: pos='rope' rotates pairs of dimensions, so head_dim = d_model // "
+                "n_head "
                 f"must be even; got {self.d_model // self.n_head}."
             )
         if self.rope_base <= 1:
@@ -127,74 +148,10 @@ class GPTConfig:
 
 def _require_vocab(cfg: GPTConfig) -> None:
     if cfg.vocab_size is None:
-        raise ValueError("GPTConfig.vocab_size is not set: build the model from cfg.with_vocab(tokenizer.vocab_size).")
-
-
-def kv_cache_bytes(n_layer: int, n_kv_heads: int, head_dim: int, tokens: int = 1, batch: int = 1,
-                   bytes_per_value: int = 4) -> int:
-    """Bytes a KV cache holds: 2 (a key and a value) x n_kv_heads x head_dim x bytes_per_value
-    per token per layer, times n_layer x tokens x batch (bytes_per_value: 4 float32, 2 bf16)."""
-    for name, v in (("n_layer", n_layer), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
-                    ("bytes_per_value", bytes_per_value)):
-        if int(v) < 1:
-            raise ValueError(f"kv_cache_bytes: {name} must be a positive integer; got {v}.")
-    if tokens < 0 or batch < 0:
-        raise ValueError(f"kv_cache_bytes: tokens and batch must be >= 0; got {tokens}, {batch}.")
-    return 2 * n_kv_heads * head_dim * bytes_per_value * n_layer * tokens * batch
-
-
-class LayerKV:
-    """The cached keys and values of one attention layer: k, v (B, n_kv_heads, T_past, head_dim).
-
-    ``update(k, v)`` appends the new tokens' keys and values (concatenating, like Hugging
-    Face's ``DynamicCache``) and returns all of them; ``crop(n)`` keeps the last n tokens.
-    """
-
-    def __init__(self):
-        self.k: torch.Tensor | None = None
-        self.v: torch.Tensor | None = None
-
-    def __len__(self) -> int:
-        return 0 if self.k is None else self.k.shape[2]
-
-    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.k is None:
-            self.k, self.v = k, v  # (B, n_kv_heads, T, head_dim)
-        else:
-            self.k = torch.cat([self.k, k], dim=2)  # (B, n_kv_heads, T_past + T, head_dim)
-            self.v = torch.cat([self.v, v], dim=2)
-        return self.k, self.v
-
-    def crop(self, n: int) -> None:
-        if self.k is not None:
-            self.k, self.v = self.k[:, :, -n:], self.v[:, :, -n:]  # keep the last n tokens
-
-
-class KVCache:
-    """The keys and values of every layer for the tokens a model has already seen.
-
-    ``len(cache)``: the number of cached tokens. ``pos``: the position of the next token
-    (equal to ``len(cache)`` unless ``crop`` dropped the oldest tokens, which only RoPE
-    allows: its scores depend on position offsets, so a sliding window of cached keys stays
-    valid). ``nbytes()``: the memory the tensors take.
-    """
-
-    def __init__(self, n_layer: int):
-        self.layers = [LayerKV() for _ in range(n_layer)]
-        self.pos = 0
-
-    def __len__(self) -> int:
-        return len(self.layers[0])
-
-    def crop(self, n: int) -> None:
-        """Keep only the last n tokens of every layer (``pos`` keeps counting)."""
-        if n < 0:
-            raise ValueError(f"KVCache.crop: n must be >= 0; got {n}.")
-        for layer in self.layers:
-            layer.crop(n)
-
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for l in self.layers for t in (l.k, l.v) if t is not None)
+        raise ValueError(
+            "GPTConfig.vocab_size is not set: build the model from "
+            "cfg.with_vocab(tokenizer.vocab_size)."
+        )
 
 
 class CausalSelfAttention(nn.Module):
@@ -219,18 +176,30 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.n_head, self.n_kv, self.d_model, self.kind = cfg.n_head, cfg.kv_heads, cfg.d_model, cfg.attention
+        self.n_head, self.n_kv, self.d_model, self.kind = (
+            cfg.n_head,
+            cfg.kv_heads,
+            cfg.d_model,
+            cfg.attention,
+        )
         self.head_dim, self.causal = cfg.head_dim, cfg.causal
         self.rope_base = cfg.rope_base if cfg.pos == "rope" else None
-        self.qkv = nn.Linear(cfg.d_model, cfg.d_model + 2 * self.n_kv * self.head_dim, bias=cfg.bias)
+        self.qkv = nn.Linear(
+            cfg.d_model, cfg.d_model + 2 * self.n_kv * self.head_dim, bias=cfg.bias
+        )
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.dropout = cfg.dropout
         self.resid_drop = nn.Dropout(cfg.dropout)
         self.keep_weights = False
         self.attn_weights: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, kv: LayerKV | None = None,
-                positions: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        kv: LayerKV | None = None,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         B, T, d = x.shape
         kv_dim = self.n_kv * self.head_dim
         q, k, v = self.qkv(x).split([d, kv_dim, kv_dim], dim=2)  # (B, T, d), 2 x (B, T, kv_dim)
@@ -239,30 +208,45 @@ class CausalSelfAttention(nn.Module):
         if self.rope_base is not None:
             if positions is None:
                 positions = torch.arange(T)
-            q = apply_rope(q, positions, self.rope_base)  # rotated by position: scores see only offsets
+            # rotated by position: scores see only offsets
+            q = apply_rope(q, positions, self.rope_base)
             k = apply_rope(k, positions, self.rope_base)
         T_past = 0
         if kv is not None:
             T_past = len(kv)
-            k, v = kv.update(k, v)  # (B, n_kv, T_past + T, head_dim): only the new tokens were computed
+            # (B, n_kv, T_past + T, head_dim): only the new tokens were computed
+            k, v = kv.update(k, v)
         if self.n_kv != self.n_head:
             # each key/value head serves n_head // n_kv query heads (Llama's repeat_kv)
             k = k.repeat_interleave(self.n_head // self.n_kv, dim=1)  # (B, n_head, T_k, head_dim)
             v = v.repeat_interleave(self.n_head // self.n_kv, dim=1)
         T_k = k.shape[2]
         allowed = mask
-        if self.causal and (T_past > 0 or mask is not None or self.kind == "course_lib" or self.keep_weights):
+        if self.causal and (
+            T_past > 0 or mask is not None or self.kind == "course_lib" or self.keep_weights
+        ):
             # query i sits at position T_past + i and may see keys 0 .. T_past + i
-            tri = torch.arange(T, device=x.device)[:, None] + T_past >= torch.arange(T_k, device=x.device)[None, :]  # (T, T_k)
+            tri = (
+                torch.arange(T, device=x.device)[:, None] + T_past
+                >= torch.arange(T_k, device=x.device)[None, :]
+            )  # (T, T_k)
             allowed = tri if mask is None else tri & mask
         if self.kind == "course_lib" or self.keep_weights:
-            if self.training and self.dropout > 0:
-                raise ValueError("CausalSelfAttention: attention dropout is only implemented on the fused path.")
-            out, weights = scaled_dot_product_attention(q, k, v, allowed)  # (B, n_head, T, head_dim)
+            if self.training and self.dropout > 0:  # keep_weights on a fused model in training
+                raise ValueError(
+                    "CausalSelfAttention: the weights are kept by the from-scratch path, which has "
+                    "no attention dropout; call model.eval() first."
+                )
+            # (B, n_head, T, head_dim)
+            out, weights = scaled_dot_product_attention(q, k, v, allowed)
             self.attn_weights = weights.detach() if self.keep_weights else None
         else:
             out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=allowed, is_causal=self.causal and allowed is None,
+                q,
+                k,
+                v,
+                attn_mask=allowed,
+                is_causal=self.causal and allowed is None,
                 dropout_p=self.dropout if self.training else 0.0,
             )  # (B, n_head, T, head_dim)
         return self.resid_drop(self.proj(merge_heads(out)))  # (B, T, d)
@@ -296,9 +280,15 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, kv: LayerKV | None = None,
-                positions: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x), mask, kv, positions)  # (B, T, d): the residual stream carries everything forward
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        kv: LayerKV | None = None,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        # (B, T, d): the residual stream carries everything forward
+        x = x + self.attn(self.ln1(x), mask, kv, positions)
         return x + self.mlp(self.ln2(x))  # (B, T, d)
 
 
@@ -338,12 +328,17 @@ class MiniGPT(nn.Module):
         _require_vocab(cfg)
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model) if cfg.pos == "learned" else None
+        self.pos_emb = (
+            LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
+            if cfg.pos == "learned"
+            else None
+        )
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
+        # weight tying: one matrix reads and writes tokens
+        self.lm_head.weight = self.tok_emb.weight
         self.apply(gpt_init_)
         scale_residual_projections_(self, cfg.n_layer)
 
@@ -360,9 +355,13 @@ class MiniGPT(nn.Module):
         """An empty KV cache for ``forward(..., cache=...)`` (one slot per layer)."""
         return KVCache(self.cfg.n_layer)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None):
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, cache: KVCache | None = None
+    ):
         if idx.dim() != 2:
-            raise ValueError(f"MiniGPT: idx must be (B, T) token ids; got shape {tuple(idx.shape)}.")
+            raise ValueError(
+                f"MiniGPT: idx must be (B, T) token ids; got shape {tuple(idx.shape)}."
+            )
         T = idx.shape[1]
         past = 0 if cache is None else len(cache)
         if past + T > self.cfg.block_size:
@@ -376,7 +375,8 @@ class MiniGPT(nn.Module):
         if self.pos_emb is not None:
             x = self.pos_emb(x, start)  # (B, T, d): token vector + position vector
         else:
-            positions = torch.arange(start, start + T)  # (T,): RoPE rotates q and k inside attention
+            # (T,): RoPE rotates q and k inside attention
+            positions = torch.arange(start, start + T)
         x = self.drop(x)
         layers = [None] * len(self.blocks) if cache is None else cache.layers
         for block, kv in zip(self.blocks, layers):
@@ -395,7 +395,7 @@ class MiniGPT(nn.Module):
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, **options) -> torch.Tensor:
-        """Continue idx (B, T) by ``max_new_tokens`` sampled tokens; returns (B, T + max_new_tokens).
+        """Continue idx (B, T) by ``max_new_tokens`` sampled tokens: (B, T + max_new_tokens).
 
         ``options`` are those of ``course_lib.generate.generate`` (their one home):
         temperature (below 1 sharpens, above 1 flattens; 0 means always the most likely
@@ -419,129 +419,21 @@ def flops_per_token(cfg: GPTConfig, n_matmul_params: int | None = None) -> float
     return 6.0 * n_matmul_params + 12.0 * L * d * T
 
 
-class TorchEncoderGPT(nn.Module):
-    """The same architecture from PyTorch's ``nn.TransformerEncoderLayer(norm_first=True)``
-    with a causal mask: the reference for the throughput comparison. Same parameter count as
-    MiniGPT (tied head, learned positions, final LayerNorm)."""
-
-    def __init__(self, cfg: GPTConfig):
-        super().__init__()
-        _require_vocab(cfg)
-        self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = LearnedPositionalEmbedding(cfg.block_size, cfg.d_model)
-        layer = nn.TransformerEncoderLayer(
-            cfg.d_model, cfg.n_head, dim_feedforward=4 * cfg.d_model, dropout=cfg.dropout,
-            activation="gelu", batch_first=True, norm_first=True, bias=cfg.bias,
-        )
-        self.encoder = nn.TransformerEncoder(layer, cfg.n_layer, enable_nested_tensor=False)
-        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.tok_emb.weight
-        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(cfg.block_size), persistent=False)
-
-    def num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        T = idx.shape[1]
-        x = self.pos_emb(self.tok_emb(idx))  # (B, T, d)
-        x = self.encoder(x, mask=self.mask[:T, :T], is_causal=True)  # (B, T, d)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        return logits, next_token_loss(logits, targets)
-
-
-@torch.no_grad()
-def to_grouped_query(model: MiniGPT, n_kv_heads: int) -> MiniGPT:
-    """A copy of a multi-head MiniGPT with ``n_kv_heads`` key/value heads: each group's key and
-    value projections are the mean of its heads' (the conversion of Ainslie et al. 2023, before
-    any further training). n_kv_heads = n_head gives the same model.
-
-    Only the key/value rows of every ``attn.qkv`` change: (d + 2 n_head hd) -> (d + 2 n_kv hd) rows.
-    """
-    cfg = model.cfg
-    if cfg.kv_heads != cfg.n_head:
-        raise ValueError("to_grouped_query: the model already has grouped key/value heads; start from multi-head attention.")
-    new_cfg = replace(cfg, n_kv_heads=n_kv_heads)  # validates that n_kv_heads divides n_head
-    out = MiniGPT(new_cfg)
-    state = model.state_dict()
-    d, hd, H, group = cfg.d_model, cfg.head_dim, cfg.n_head, cfg.n_head // n_kv_heads
-    for i in range(cfg.n_layer):
-        for kind in ("weight", "bias"):
-            key = f"blocks.{i}.attn.qkv.{kind}"
-            if key not in state:
-                continue
-            q, k, v = state[key].split(d)  # (d, ...) each: the rows of Q, K and V
-            pool = lambda t: t.reshape(n_kv_heads, group, hd, *t.shape[1:]).mean(dim=1).reshape(n_kv_heads * hd, *t.shape[1:])
-            state[key] = torch.cat([q, pool(k), pool(v)])  # (d + 2 n_kv hd, ...)
-    out.load_state_dict(state)
-    return out.train(model.training)
-
-
-# The course's pretrained MiniGPT (Part IV starts from it): see course_lib/checkpoints/README.md.
-PRETRAINED = {
-    "chapter": Path(__file__).parent / "checkpoints" / "chapter.pt",
+# Chapters also import these from here; their homes import this module, so they are resolved
+# on first use (PEP 562): the course's pretrained model in course_lib.checkpoint (with the
+# trainer's checkpoints), the grouped-query conversion in course_lib.kv_cache (Chapter 10).
+_ELSEWHERE = {
+    "PRETRAINED": "checkpoint",
+    "load_pretrained": "checkpoint",
+    "load_pretrained_info": "checkpoint",
+    "export_pretrained": "checkpoint",
+    "to_grouped_query": "kv_cache",
 }
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def __getattr__(name: str):
+    if name in _ELSEWHERE:
+        import importlib
 
-
-def load_pretrained(name: str = "chapter", verify: bool = True):
-    """The course's pretrained model (eval mode) and its tokenizer: ``model, tok = load_pretrained()``.
-
-    ``chapter``: the Chapter 8 shape (course_lib/configs/chapter.json) trained on the
-    Shakespeare corpus by ``python -m course_lib.train``. With ``verify`` the file's sha256 is
-    checked against ``course_lib/checkpoints/<name>.sha256`` (a corrupted or Git-LFS-pointer
-    file raises ValueError instead of loading garbage). The checkpoint also holds
-    ``val_loss``, the validation loss recorded when it was made (``load_pretrained_info``).
-    """
-    from .data import CharTokenizer  # imported here: the model module stays light
-
-    state = load_pretrained_info(name, verify)
-    cfg = GPTConfig(**state["config"]["model"]).with_vocab(state["vocab_size"])
-    model = MiniGPT(cfg)
-    model.load_state_dict(state["model"])
-    return model.eval(), CharTokenizer.from_state_dict(state["tokenizer"])
-
-
-def load_pretrained_info(name: str = "chapter", verify: bool = True) -> dict:
-    """The raw checkpoint dict of a pretrained model (config, vocab_size, model, tokenizer,
-    val_loss, command); see ``load_pretrained``."""
-    if name not in PRETRAINED:
-        raise ValueError(f"load_pretrained: unknown model {name!r}; available: {sorted(PRETRAINED)}.")
-    path = PRETRAINED[name]
-    if not path.exists():
-        raise ValueError(f"load_pretrained: {path} is missing; reinstall course_lib from the repository.")
-    if verify:
-        want = path.with_suffix(".sha256").read_text().split()[0]
-        got = _sha256(path)
-        if got != want:
-            raise ValueError(f"load_pretrained: {path} has sha256 {got}, expected {want}: the file is damaged "
-                             "(or a Git LFS pointer); fetch it again from the repository.")
-    return torch.load(path, map_location="cpu", weights_only=False)
-
-
-def export_pretrained(trainer_checkpoint: str | Path, out: str | Path) -> str:
-    """Write the inference part of a ``course_lib.train`` checkpoint (config, vocab_size, model
-    weights, tokenizer, the final validation loss and step; no optimiser or RNG state) to
-    ``out`` and its sha256 to ``out`` with suffix ``.sha256``. Returns the sha256."""
-    state = torch.load(trainer_checkpoint, map_location="cpu", weights_only=False)
-    history = state.get("history") or {}
-    if not history.get("val"):
-        raise ValueError(f"export_pretrained: {trainer_checkpoint} has no validation history; train with evaluation on.")
-    keep = {
-        "config": state["config"],
-        "vocab_size": state["vocab_size"],
-        "model": state["model"],
-        "tokenizer": state["tokenizer"],
-        "val_loss": float(history["val"][-1]),
-        "step": int(state["step"]),
-    }
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(keep, out)
-    digest = _sha256(out)
-    out.with_suffix(".sha256").write_text(f"{digest}  {out.name}\n")
-    return digest
+        return getattr(importlib.import_module(f"{__package__}.{_ELSEWHERE[name]}"), name)
+    raise AttributeError(f"module 'course_lib.model' has no attribute {name!r}")

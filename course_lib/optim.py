@@ -6,6 +6,7 @@ by line, so on the same parameters and gradients it produces the same numbers st
 (``tests/test_optim.py`` checks this). The update itself is a pure function on tensors
 (``sgd_update``, ``adam_update``) so it can be read, and tested, on its own.
 """
+
 from __future__ import annotations
 
 import math
@@ -100,7 +101,9 @@ class Optimizer:
     def __init__(self, params: Iterable[torch.Tensor], lr: float):
         self.params = list(params)
         if not self.params:
-            raise ValueError(f"{type(self).__name__}: got an empty parameter list; pass model.parameters().")
+            raise ValueError(
+                f"{type(self).__name__}: got an empty parameter list; pass model.parameters()."
+            )
         if not all(isinstance(p, torch.Tensor) and p.requires_grad for p in self.params):
             raise ValueError(
                 f"{type(self).__name__}: every parameter must be a tensor with requires_grad=True."
@@ -135,7 +138,9 @@ class SGD(Optimizer):
         for p, st in zip(self.params, self.state):
             if p.grad is None:
                 continue
-            st["buf"] = sgd_update(p, p.grad, st.get("buf"), self.lr, self.momentum, self.weight_decay)
+            st["buf"] = sgd_update(
+                p, p.grad, st.get("buf"), self.lr, self.momentum, self.weight_decay
+            )
 
 
 class Adam(Optimizer):
@@ -154,7 +159,9 @@ class Adam(Optimizer):
     ):
         super().__init__(params, lr)
         if not all(0.0 <= b < 1.0 for b in betas) or len(betas) != 2:
-            raise ValueError(f"{type(self).__name__}: betas must be two numbers in [0, 1); got {betas}.")
+            raise ValueError(
+                f"{type(self).__name__}: betas must be two numbers in [0, 1); got {betas}."
+            )
         if eps <= 0 or weight_decay < 0:
             raise ValueError(
                 f"{type(self).__name__}: need eps > 0 and weight_decay >= 0; got eps={eps}, "
@@ -169,8 +176,18 @@ class Adam(Optimizer):
             if not st:
                 st.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
             st["t"] += 1
-            adam_update(p, p.grad, st["m"], st["v"], st["t"], self.lr, self.betas, self.eps,
-                        self.weight_decay, decoupled=self.decoupled)
+            adam_update(
+                p,
+                p.grad,
+                st["m"],
+                st["v"],
+                st["t"],
+                self.lr,
+                self.betas,
+                self.eps,
+                self.weight_decay,
+                decoupled=self.decoupled,
+            )
 
 
 class AdamW(Adam):
@@ -179,8 +196,14 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+    ):
         super().__init__(params, lr, betas, eps, weight_decay)
 
 
@@ -233,7 +256,9 @@ _OPTIMISERS = {
 def sgd_stability_limit(surface: str = "ravine") -> float:
     """Largest stable plain-SGD learning rate on a quadratic surface: 2 / (largest curvature)."""
     if surface != "ravine":
-        raise ValueError("sgd_stability_limit: only the quadratic 'ravine' has a constant curvature.")
+        raise ValueError(
+            "sgd_stability_limit: only the quadratic 'ravine' has a constant curvature."
+        )
     return 2.0 / 4.0  # the Hessian of 0.1 x² + 2 y² is diag(0.2, 4)
 
 
@@ -251,9 +276,13 @@ def optimise_2d(
     A run that diverges stops once the loss passes 1e6 (the path ends there). float64.
     """
     if optimiser not in _OPTIMISERS:
-        raise ValueError(f"optimise_2d: optimiser must be one of {sorted(_OPTIMISERS)}; got {optimiser!r}.")
+        raise ValueError(
+            f"optimise_2d: optimiser must be one of {sorted(_OPTIMISERS)}; got {optimiser!r}."
+        )
     if surface not in SURFACES:
-        raise ValueError(f"optimise_2d: surface must be one of {sorted(SURFACES)}; got {surface!r}.")
+        raise ValueError(
+            f"optimise_2d: surface must be one of {sorted(SURFACES)}; got {surface!r}."
+        )
     f = SURFACES[surface][0]
     p = torch.tensor(start, dtype=torch.float64, requires_grad=True)  # (2,)
     opt = _OPTIMISERS[optimiser]([p], lr, dict(kwargs))

@@ -1,4 +1,5 @@
 """Learning-rate schedules: linear warmup, then cosine decay (as in GPT-2/3 and nanoGPT)."""
+
 from __future__ import annotations
 
 import math
@@ -6,7 +7,9 @@ import math
 __all__ = ["warmup_cosine"]
 
 
-def warmup_cosine(step: int, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
+def warmup_cosine(
+    step: int, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0
+) -> float:
     """Learning rate at ``step`` (0-based).
 
     Rises linearly from max_lr/warmup_steps to max_lr over the first ``warmup_steps`` steps
@@ -15,7 +18,8 @@ def warmup_cosine(step: int, max_lr: float, warmup_steps: int, total_steps: int,
     """
     if not 0 <= warmup_steps <= total_steps:
         raise ValueError(
-            f"warmup_cosine: need 0 <= warmup_steps <= total_steps; got {warmup_steps} and {total_steps}."
+            f"warmup_cosine: need 0 <= warmup_steps <= total_steps; got {warmup_steps} and "
+            f"{total_steps}."
         )
     if step < warmup_steps:
         return max_lr * (step + 1) / warmup_steps

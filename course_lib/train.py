@@ -18,15 +18,16 @@ the checkpoint holds the plain (unwrapped) model, so the single-process code loa
 sampler and random-number states of every rank, so a resumed run draws, on each rank, the
 batches the uninterrupted run would have drawn.
 
-Devices (``device`` in the config, ``--device`` on the command line): ``auto`` takes a CUDA GPU,
-then Apple's MPS, then the CPU; under torchrun rank r of a machine takes ``cuda:LOCAL_RANK``.
-``precision`` ``auto`` trains in bfloat16 autocast on GPUs that have it, in float16 with a
-gradient scaler on GPUs that do not (Colab's T4), and in float32 on the CPU (where ``bf16`` or
-``fp16`` can be asked for). The batch sampler stays on the CPU (its batches move to the device);
-checkpoints hold CPU tensors, so a checkpoint from a GPU loads anywhere::
+Devices and precision (``device`` and ``precision`` in the config, ``--device`` on the command
+line) are ``course_lib.device``'s: ``auto`` takes a CUDA GPU, then Apple's MPS, then the CPU,
+and trains in bf16 or fp16 autocast on GPUs, in fp32 on the CPU. The batch sampler stays on the
+CPU (its batches move to the device). Checkpoints are ``course_lib.checkpoint``'s: CPU tensors,
+so a checkpoint from a GPU loads anywhere; the corpus and its tokenizer come from
+``course_lib.data.corpus_tokens``::
 
     python -m course_lib.train --config course_lib/configs/gpu.json --device auto
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,231 +35,35 @@ import json
 import math
 import os
 import time
-import warnings
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from .data import (BatchSampler, CharTokenizer, encode_splits, shakespeare_splits, split_text, synthetic_corpus,
-                   tokenizer_from_state)
-from .model import GPTConfig, MiniGPT, flops_per_token
+from .checkpoint import load_model, rank_state, read_checkpoint, restore_trainer, trainer_state
+from .config import TrainConfig, clamp_warmup, load_config
+from .data import BatchSampler, corpus_tokens, tokenizer_from_state
+from .device import (
+    AUTOCAST_DTYPES,
+    PRECISIONS,
+    ddp_backend,
+    finish_distributed,
+    init_distributed,
+    move_batch,
+    resolve_device,
+    resolve_precision,
+    seed_everything,
+    wrap_distributed,
+)
+from .model import MiniGPT, flops_per_token
 from .schedule import warmup_cosine
 
-__all__ = ["TrainConfig", "History", "Trainer", "make_optimizer", "load_config", "load_model", "run", "main",
-           "resolve_device", "resolve_precision", "ddp_backend"]
-
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def _check_device_name(name: str) -> None:
-    kind, _, index = str(name).partition(":")
-    if kind not in ("auto", "cpu", "cuda", "mps") or (index and (kind != "cuda" or not index.isdigit())):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'; got {name!r}.")
-
-
-def resolve_device(name: str | torch.device = "auto", local_rank: int = 0) -> torch.device:
-    """The torch.device a run trains on.
-
-    ``auto``: a CUDA GPU if there is one, else Apple's MPS, else the CPU. ``cuda`` (and
-    ``auto`` on a GPU machine) means ``cuda:local_rank``: under torchrun each process of a
-    machine takes its own GPU (``LOCAL_RANK``). A device that is not there is an error,
-    not a silent fall-back to a slower one."""
-    if isinstance(name, torch.device):
-        name = str(name)
-    _check_device_name(name)
-    if name == "auto":
-        if torch.cuda.is_available():
-            name = "cuda"
-        elif torch.backends.mps.is_available():
-            name = "mps"
-        else:
-            name = "cpu"
-    if name.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {name!r} was asked for, but PyTorch sees no CUDA GPU "
-                             "(torch.cuda.is_available() is False); use device 'auto' or 'cpu'.")
-        index = int(name.partition(":")[2] or local_rank)
-        if index >= torch.cuda.device_count():
-            raise ValueError(f"device cuda:{index} does not exist: this machine has {torch.cuda.device_count()} "
-                             "GPU(s); start torchrun with --nproc_per_node at most the number of GPUs.")
-        return torch.device("cuda", index)
-    if name == "mps" and not torch.backends.mps.is_available():
-        raise ValueError("device 'mps' was asked for, but torch.backends.mps.is_available() is False; "
-                         "use device 'auto' or 'cpu'.")
-    return torch.device(name)
-
-
-def resolve_precision(name: str, device: torch.device) -> str:
-    """``fp32``, ``bf16`` or ``fp16``: the arithmetic of the forward pass on ``device``.
-
-    ``auto``: bf16 autocast on CUDA GPUs that support bfloat16 (Ampere and later), fp16 with
-    a gradient scaler on those that do not (T4, V100), fp32 elsewhere (CPU, MPS). bf16 and
-    fp16 can be asked for on the CPU too. Whether bf16 pays there depends on the CPU and the
-    shape: on the course's 2-core AVX512-BF16 machine it measured x0.9 of fp32's tokens/s at
-    the chapter shape and x1.2-1.4 at the long one (the products are larger there), with a
-    different loss curve; fp32 stays the CPU default so the chapters' numbers do not move."""
-    if name not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}; got {name!r}.")
-    cuda = device.type == "cuda"
-    if name == "auto":
-        if not cuda:
-            return "fp32"
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    if name == "bf16" and cuda and not torch.cuda.is_bf16_supported():
-        raise ValueError("precision 'bf16': this GPU has no bfloat16 support; use 'fp16' or 'auto'.")
-    return name
-
-
-def ddp_backend(device: torch.device) -> str:
-    """The torch.distributed backend for a rank on ``device``: NCCL between GPUs, gloo otherwise."""
-    return "nccl" if device.type == "cuda" else "gloo"
-
-
-def _to_cpu(obj):
-    """A copy of a (nested) state dict with every tensor on the CPU: a checkpoint that loads on
-    any machine, whatever device trained it."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu()
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_cpu(v) for v in obj)
-    return obj
-
-
-def _device_rng_state(device: torch.device) -> torch.Tensor | None:
-    """The random-number state of an accelerator (dropout masks there come from it), or None."""
-    if device.type == "cuda":
-        return torch.cuda.get_rng_state(device)
-    if device.type == "mps":
-        return torch.mps.get_rng_state()
-    return None
-
-
-def _set_device_rng_state(device: torch.device, state: torch.Tensor | None) -> None:
-    if state is None:
-        return
-    if device.type == "cuda":
-        torch.cuda.set_rng_state(state, device)
-    elif device.type == "mps":
-        torch.mps.set_rng_state(state)
-
-
-def move_batch(x: torch.Tensor, y: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """x, y (B, T) from the CPU sampler onto ``device``. To a CUDA GPU through pinned
-    (page-locked) memory with ``non_blocking``: the copy overlaps the GPU's work. On the CPU
-    nothing moves."""
-    if device.type == "cpu":
-        return x, y
-    pin = device.type == "cuda"
-    if pin:
-        x, y = x.pin_memory(), y.pin_memory()
-    return x.to(device, non_blocking=pin), y.to(device, non_blocking=pin)  # (B, T), (B, T)
-
-
-@dataclass
-class TrainConfig:
-    """Everything a run needs: the model's shape (a ``GPTConfig`` whose vocabulary size the
-    tokenizer fills in) and the optimisation settings. In JSON the shape is a nested object:
-    ``{"model": {"n_layer": 4, ...}, "batch_size": 12, ...}``."""
-
-    model: GPTConfig = field(default_factory=GPTConfig)
-    # optimisation
-    batch_size: int = 12
-    max_steps: int = 2000
-    lr: float = 1e-3
-    min_lr: float = 1e-4
-    warmup_steps: int = 100
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.99
-    grad_clip: float = 1.0
-    # evaluation and bookkeeping
-    eval_interval: int = 250
-    eval_batches: int = 20
-    eval_batch_size: int = 64
-    seed: int = 1337
-    corpus: str = "shakespeare"  # or "synthetic" (the tiny test corpus)
-    tokenizer: str = "char"  # or "bpe-N": byte-level BPE with N tokens learned on the training split (Ch. 9)
-    val_fraction: float = 0.1
-    threads: int | None = None
-    name: str = "run"
-    # hardware: see resolve_device and resolve_precision
-    device: str = "auto"  # "auto", "cpu", "cuda", "cuda:N", "mps"
-    precision: str = "auto"  # "auto", "fp32", "bf16", "fp16"
-    compile: bool = False  # torch.compile the model (minutes of compiling; pays off on long GPU runs)
-
-    def __post_init__(self):
-        if isinstance(self.model, dict):
-            self.model = _model_from_dict(self.model)
-        if self.max_steps < 1 or self.batch_size < 1 or self.eval_interval < 1:
-            raise ValueError("TrainConfig: max_steps, batch_size and eval_interval must be positive.")
-        if not 0 <= self.warmup_steps <= self.max_steps:
-            raise ValueError(
-                f"TrainConfig: warmup_steps must lie in [0, max_steps={self.max_steps}]; got {self.warmup_steps}."
-            )
-        if self.corpus not in ("shakespeare", "synthetic"):
-            raise ValueError(f"TrainConfig: corpus must be 'shakespeare' or 'synthetic'; got {self.corpus!r}.")
-        if self.tokenizer != "char" and bpe_vocab_size(self.tokenizer) is None:
-            raise ValueError(f"TrainConfig: tokenizer must be 'char' or 'bpe-N' with N >= 257 (e.g. 'bpe-1024'); "
-                             f"got {self.tokenizer!r}.")
-        try:
-            _check_device_name(self.device)
-        except ValueError as e:
-            raise ValueError(f"TrainConfig: {e}") from None
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"TrainConfig: precision must be one of {PRECISIONS}; got {self.precision!r}.")
-
-    @property
-    def tokens_per_step(self) -> int:
-        return self.batch_size * self.model.block_size
-
-
-def bpe_vocab_size(name: str) -> int | None:
-    """1024 for the tokenizer setting 'bpe-1024'; None if ``name`` is not of that form."""
-    head, _, size = name.partition("-")
-    if head != "bpe" or not size.isdigit() or int(size) < 257:  # 256 bytes + the end-of-text token
-        return None
-    return int(size)
-
-
-def _model_from_dict(data: dict) -> GPTConfig:
-    known = {f.name for f in fields(GPTConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"TrainConfig: the model section has unknown keys {unknown}; valid keys are {sorted(known)}.")
-    return GPTConfig(**data)
-
-
-def load_config(path: str | Path, **overrides) -> TrainConfig:
-    """A TrainConfig from a JSON file; unknown keys are an error (a typo would be ignored).
-    ``overrides`` replace top-level keys (``model=`` a dict replaces keys of the model section)."""
-    data = json.loads(Path(path).read_text())
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    if "model" in overrides:
-        overrides["model"] = {**data.get("model", {}), **overrides["model"]}
-    data.update(overrides)
-    _clamp_warmup(data, overrides)
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"load_config: {path} has unknown keys {unknown}; valid keys are {sorted(known)} "
-                         "(the model's shape goes in the \"model\" section).")
-    return TrainConfig(**data)
-
-
-def _clamp_warmup(data: dict, overrides: dict) -> None:
-    """A run shortened by a ``max_steps`` override keeps a valid schedule (warmup <= max_steps)."""
-    if "max_steps" in overrides and data.get("warmup_steps", 0) > data["max_steps"]:
-        data["warmup_steps"] = data["max_steps"]
-
-
-def _dist_ready() -> bool:
-    return torch.distributed.is_available() and torch.distributed.is_initialized()
+__all__ = ["History", "Trainer", "make_optimizer", "run", "main"]
+# at home in course_lib.config, .checkpoint, .data and .device; importable from here too
+__all__ += ["TrainConfig", "load_config", "load_model", "corpus_tokens", "move_batch"]
+__all__ += ["resolve_device", "resolve_precision", "ddp_backend", "PRECISIONS", "AUTOCAST_DTYPES"]
 
 
 @dataclass
@@ -282,26 +87,21 @@ class History:
         return self.tokens / self.train_seconds if self.train_seconds > 0 else float("nan")
 
 
-def make_optimizer(model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.99)) -> torch.optim.AdamW:
+def make_optimizer(
+    model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.99)
+) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (linear weights, embeddings); biases and
     LayerNorm gains are not decayed (shrinking them towards 0 has no regularising meaning)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
     # fused=True: one kernel per step instead of a dozen passes over memory (several times
     # faster on CPU, where a small model's optimiser step is a large share of the step time;
     # on CUDA and MPS the same option takes PyTorch's fused GPU kernel).
     return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=True)
-
-
-def _seed_everything(seed: int) -> None:
-    import random
-
-    import numpy as np
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 class Trainer:
@@ -313,18 +113,29 @@ class Trainer:
     (default: the config's ``device``).
     """
 
-    def __init__(self, cfg: TrainConfig, train_tokens: torch.Tensor, val_tokens: torch.Tensor,
-                 vocab_size: int, tokenizer=None, rank: int = 0, world_size: int = 1,
-                 device: str | torch.device | None = None):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        train_tokens: torch.Tensor,
+        val_tokens: torch.Tensor,
+        vocab_size: int,
+        tokenizer=None,
+        rank: int = 0,
+        world_size: int = 1,
+        device: str | torch.device | None = None,
+    ):
         self.cfg, self.tokenizer, self.rank, self.world_size = cfg, tokenizer, rank, world_size
         self.device = resolve_device(cfg.device if device is None else device)
         self.precision = resolve_precision(cfg.precision, self.device)
-        _seed_everything(cfg.seed)  # the same initial weights on every rank and every device
-        self.module = MiniGPT(cfg.model.with_vocab(vocab_size)).to(self.device)  # built on the CPU, then moved
+        seed_everything(cfg.seed)  # the same initial weights on every rank and every device
+        # built on the CPU, then moved
+        self.module = MiniGPT(cfg.model.with_vocab(vocab_size)).to(self.device)
         # self.model is what train_step calls: the module, compiled and/or wrapped by DDP
         self.model = torch.compile(self.module) if cfg.compile else self.module
         # fused AdamW (see make_optimizer) runs on CUDA, MPS and CPU; built after the move
-        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2))
+        self.optimizer = make_optimizer(
+            self.module, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2)
+        )
         # fp16 needs loss scaling (small gradients underflow in float16); disabled, the scaler
         # passes everything through unchanged (scale returns the loss, step calls optimizer.step)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
@@ -352,7 +163,8 @@ class Trainer:
             sampler = BatchSampler(data, self.cfg.model.block_size, seed=10_000 + i)
             losses = []
             for _ in range(self.cfg.eval_batches):
-                x, y = move_batch(*sampler.sample(self.cfg.eval_batch_size), self.device)  # (B, T), (B, T)
+                # (B, T), (B, T)
+                x, y = move_batch(*sampler.sample(self.cfg.eval_batch_size), self.device)
                 with self.autocast():
                     losses.append(model(x, y)[1].item())
             out[split] = sum(losses) / len(losses)
@@ -397,8 +209,13 @@ class Trainer:
         self.history.lr.append(lr)
         return loss.detach()
 
-    def train(self, steps: int | None = None, progress: bool = True, evaluate: bool = True,
-              read_every: int = 50) -> History:
+    def train(
+        self,
+        steps: int | None = None,
+        progress: bool = True,
+        evaluate: bool = True,
+        read_every: int = 50,
+    ) -> History:
         """Train until ``max_steps`` (or for ``steps`` more steps), evaluating every
         ``eval_interval`` steps and at the end. Returns the history.
 
@@ -407,7 +224,9 @@ class Trainer:
         counts the device's work, not only the queueing, and leaves out the evaluations."""
         cfg = self.cfg
         if int(read_every) < 1:
-            raise ValueError(f"Trainer.train: read_every must be a positive number of steps; got {read_every}.")
+            raise ValueError(
+                f"Trainer.train: read_every must be a positive number of steps; got {read_every}."
+            )
         stop = cfg.max_steps if steps is None else min(cfg.max_steps, self.step + steps)
         bar = None
         if progress and self.rank == 0:
@@ -442,31 +261,13 @@ class Trainer:
 
     # -- checkpoints ------------------------------------------------------------------------
     def rank_state(self) -> dict:
-        """What differs between the ranks of a DDP run: the batch sampler's generator and the
-        global random-number state (dropout). One entry of the checkpoint's ``ranks`` list."""
-        return {"sampler": self.sampler.state_dict(), "torch_rng": torch.get_rng_state(),
-                "device_rng": _device_rng_state(self.device)}
+        """This rank's sampler and random-number states (``checkpoint.rank_state``)."""
+        return rank_state(self.sampler, self.device)
 
     def state_dict(self) -> dict:
-        """Everything ``load`` needs. Under DistributedDataParallel this is a collective call
-        (every rank must make it): it gathers every rank's ``rank_state`` into ``ranks``."""
-        mine = self.rank_state()
-        ranks = [mine]
-        if self.world_size > 1 and _dist_ready():
-            ranks = [None] * self.world_size
-            torch.distributed.all_gather_object(ranks, mine)  # ranks[r] is rank r's state
-        return _to_cpu({  # CPU tensors: the checkpoint loads on a machine without this device
-            "config": asdict(self.cfg),
-            "vocab_size": self.module.cfg.vocab_size,
-            "model": self.module.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "step": self.step,
-            "history": asdict(self.history),
-            "world_size": self.world_size,
-            "ranks": ranks,
-            "tokenizer": self.tokenizer.state_dict() if self.tokenizer is not None else None,
-        })
+        """Everything ``load`` needs (``checkpoint.trainer_state``; under DDP a collective
+        call: every rank must make it)."""
+        return trainer_state(self)
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint that resumes exactly (model, optimiser, and every rank's sampler
@@ -479,9 +280,17 @@ class Trainer:
         torch.save(state, path)
 
     @classmethod
-    def load(cls, path: str | Path, train_tokens: torch.Tensor, val_tokens: torch.Tensor,
-             rank: int = 0, world_size: int = 1, device: str | torch.device | None = None,
-             map_location="cpu", **overrides) -> "Trainer":
+    def load(
+        cls,
+        path: str | Path,
+        train_tokens: torch.Tensor,
+        val_tokens: torch.Tensor,
+        rank: int = 0,
+        world_size: int = 1,
+        device: str | torch.device | None = None,
+        map_location="cpu",
+        **overrides,
+    ) -> "Trainer":
         """Rebuild a Trainer from ``save``; the next ``train_step`` continues as if never stopped.
 
         ``rank``/``world_size``: this process's place in a DDP run; rank r restores the sampler
@@ -492,74 +301,33 @@ class Trainer:
         ``overrides`` replace settings of the checkpoint's config, e.g. ``max_steps=6000`` to
         train on (the cosine schedule then stretches to the new end, so the continuation is not
         the run a 6000-step config would have made)."""
-        state = torch.load(path, map_location=map_location, weights_only=False)
+        state = read_checkpoint(path, map_location)
         data = {**state["config"], **{k: v for k, v in overrides.items() if v is not None}}
-        _clamp_warmup(data, overrides)
-        cfg = TrainConfig(**data)
+        clamp_warmup(data, overrides)
         tok = tokenizer_from_state(state["tokenizer"]) if state.get("tokenizer") else None
-        trainer = cls(cfg, train_tokens, val_tokens, state["vocab_size"], tokenizer=tok, rank=rank,
-                      world_size=world_size, device=device)
-        trainer.module.load_state_dict(state["model"])  # copies onto the trainer's device
-        trainer.optimizer.load_state_dict(state["optimizer"])  # moves the moments to the parameters' device
-        if state.get("scaler") and trainer.scaler.is_enabled():
-            trainer.scaler.load_state_dict(state["scaler"])
-        trainer.step = state["step"]
+        trainer = cls(
+            TrainConfig(**data),
+            train_tokens,
+            val_tokens,
+            state["vocab_size"],
+            tokenizer=tok,
+            rank=rank,
+            world_size=world_size,
+            device=device,
+        )
+        restore_trainer(trainer, state, rank, world_size)
         trainer.history = History(**state["history"])
-        # checkpoints written before per-rank states held rank 0's state only
-        ranks = state.get("ranks") or [{"sampler": state["sampler"], "torch_rng": state["torch_rng"]}]
-        saved_world = state.get("world_size", len(ranks))
-        if saved_world != world_size and rank == 0:
-            warnings.warn(f"Trainer.load: the checkpoint was written by {saved_world} process(es) and is resumed "
-                          f"by {world_size}; the batches will differ from those of an uninterrupted run.",
-                          stacklevel=2)
-        if rank < len(ranks):
-            trainer.sampler.load_state_dict(ranks[rank]["sampler"])
-            torch.set_rng_state(ranks[rank]["torch_rng"])
-            if ranks[rank].get("device_rng") is not None and trainer.device.type != "cpu":
-                _set_device_rng_state(trainer.device, ranks[rank]["device_rng"])
-        # a rank the checkpoint has no state for keeps its fresh stream (seed + rank)
         return trainer
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu",
-               map_location="cpu") -> tuple[MiniGPT, object | None]:
-    """Just the trained model (eval mode, on ``device``) and its tokenizer from a checkpoint.
-    ``map_location`` as in ``Trainer.load``: the CPU by default, so a checkpoint written on a
-    GPU loads on a machine without one."""
-    state = torch.load(path, map_location=map_location, weights_only=False)
-    cfg = TrainConfig(**state["config"])
-    model = MiniGPT(cfg.model.with_vocab(state["vocab_size"]))
-    model.load_state_dict(state["model"])
-    model = model.to(resolve_device(device))
-    tok = tokenizer_from_state(state["tokenizer"]) if state.get("tokenizer") else None
-    return model.eval(), tok
-
-
-def corpus_tokens(cfg: TrainConfig):
-    """The tokenizer and the train/validation tokens (1-D int64) the config asks for. A BPE
-    tokenizer (``tokenizer="bpe-N"``) learns its merges from the training split only."""
-    if cfg.corpus == "synthetic":
-        text = synthetic_corpus(20_000, seed=0)
-        if cfg.tokenizer == "char":
-            tok = CharTokenizer.from_text(text)
-            train, val = split_text(text, cfg.val_fraction)
-            return tok, tok.encode(train), tok.encode(val)
-    else:
-        if cfg.tokenizer == "char":
-            s = shakespeare_splits(cfg.val_fraction)
-            return s.tokenizer, s.train, s.val
-        from .corpus import load_corpus
-
-        text = load_corpus()
-    from .bpe import BPETokenizer
-
-    tok = BPETokenizer.train(split_text(text, cfg.val_fraction)[0], bpe_vocab_size(cfg.tokenizer))
-    s = encode_splits(text, tok, cfg.val_fraction)
-    return s.tokenizer, s.train, s.val
-
-
-def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bool = True,
-        resume: str | Path | None = None, steps: int | None = None, overrides: dict | None = None) -> dict:
+def run(
+    cfg: TrainConfig | None,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+    resume: str | Path | None = None,
+    steps: int | None = None,
+    overrides: dict | None = None,
+) -> dict:
     """Train ``cfg`` (under torchrun: with DistributedDataParallel), then write
     ``out_dir/ckpt.pt`` and ``out_dir/results.json`` from rank 0. Returns the results dict.
 
@@ -570,7 +338,7 @@ def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bo
     if cfg is None and resume is None:
         raise ValueError("run: pass a TrainConfig, or a checkpoint to resume from.")
     if resume is not None:  # the checkpoint's config decides the corpus and threads too
-        cfg = TrainConfig(**torch.load(resume, map_location="cpu", weights_only=False)["config"])
+        cfg = TrainConfig(**read_checkpoint(resume)["config"])
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -580,25 +348,17 @@ def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bo
     device = resolve_device(overrides.get("device", cfg.device), local_rank)
     distributed = world_size > 1
     if distributed:
-        import torch.distributed as dist
-
-        if device.type == "cuda":
-            torch.cuda.set_device(device)  # NCCL's collectives (and all_gather_object) use it
-        dist.init_process_group(backend=ddp_backend(device))
+        init_distributed(device)
     tok, train, val = corpus_tokens(cfg)
+    where = {"rank": rank, "world_size": world_size, "device": device}  # device: resolved above
     if resume:
-        settings = {k: v for k, v in overrides.items() if k != "device"}  # the device is resolved above
-        trainer = Trainer.load(resume, train, val, rank=rank, world_size=world_size, device=device, **settings)
+        settings = {k: v for k, v in overrides.items() if k != "device"}
+        trainer = Trainer.load(resume, train, val, **where, **settings)
         cfg = trainer.cfg  # the checkpoint's config with the overrides
     else:
-        trainer = Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok, rank=rank, world_size=world_size,
-                          device=device)
+        trainer = Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok, **where)
     if distributed:
-        from torch.nn.parallel import DistributedDataParallel
-
-        # each rank's replica lives on its own GPU (device_ids); on the CPU there are none
-        trainer.model = DistributedDataParallel(
-            trainer.model, device_ids=[device.index] if device.type == "cuda" else None)
+        trainer.model = wrap_distributed(trainer.model, device)
     t0 = time.perf_counter()
     history = trainer.train(steps=steps, progress=progress)
     if not history.step or history.step[-1] != trainer.step:
@@ -634,40 +394,46 @@ def run(cfg: TrainConfig | None, out_dir: str | Path | None = None, progress: bo
         results["sample"] = tok.decode(sample[1:].cpu())
         if out_dir is not None:
             (Path(out_dir) / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-        print(f"{cfg.name}: {trainer.step} steps, val loss {final['val']:.4f} "
-              f"(perplexity {math.exp(final['val']):.3f}), {history.tokens_per_second:,.0f} tokens/s, "
-              f"{history.train_seconds:.1f} s training")
+        print(
+            f"{cfg.name}: {trainer.step} steps, val loss {final['val']:.4f} "
+            f"(perplexity {math.exp(final['val']):.3f}), "
+            f"{history.tokens_per_second:,.0f} tokens/s, {history.train_seconds:.1f} s training"
+        )
     if distributed:
-        import torch.distributed as dist
-
-        dist.barrier()
-        dist.destroy_process_group()
+        finish_distributed()
     return results
 
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description="Train MiniGPT on the course corpus.")
-    p.add_argument("--config", default=None, help="JSON file of TrainConfig fields (not needed with --resume)")
-    p.add_argument("--out", default=None, help="folder for ckpt.pt and results.json")
-    p.add_argument("--max-steps", type=int, default=None,
-                   help="override max_steps (also on --resume: the schedule then ends at the new value)")
-    p.add_argument("--steps", type=int, default=None,
-                   help="train at most this many steps now, then save (continue later with --resume)")
-    p.add_argument("--resume", default=None,
-                   help="checkpoint to continue from (its own config is used; --max-steps replaces its max_steps)")
-    p.add_argument("--device", default=None, help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--precision", default=None, choices=PRECISIONS,
-                   help="auto (bf16 or fp16 on CUDA GPUs, fp32 elsewhere), fp32, bf16, fp16")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile the model")
-    p.add_argument("--no-progress", action="store_true")
+    add = p.add_argument
+    add("--config", help="JSON file of TrainConfig fields (not needed with --resume)")
+    add("--out", help="folder for ckpt.pt and results.json")
+    add("--max-steps", type=int, help="override max_steps (on --resume: the schedule's new end)")
+    add("--steps", type=int, help="train at most this many steps now, then save (see --resume)")
+    add("--resume", help="checkpoint to continue from (its own config, with these overrides)")
+    add("--device", help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps")
+    add("--precision", choices=PRECISIONS, help="auto: bf16 or fp16 on CUDA, fp32 elsewhere")
+    add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the model")
+    add("--no-progress", action="store_true")
     args = p.parse_args(argv)
     if args.config is None and args.resume is None:
         p.error("pass --config (a new run) or --resume (continue a checkpoint)")
-    overrides = {"max_steps": args.max_steps, "device": args.device, "precision": args.precision,
-                 "compile": args.compile}
+    overrides = {
+        "max_steps": args.max_steps,
+        "device": args.device,
+        "precision": args.precision,
+        "compile": args.compile,
+    }
     cfg = None if args.resume else load_config(args.config, **overrides)
-    return run(cfg, args.out, progress=not args.no_progress, resume=args.resume, steps=args.steps,
-               overrides=overrides)
+    return run(
+        cfg,
+        args.out,
+        progress=not args.no_progress,
+        resume=args.resume,
+        steps=args.steps,
+        overrides=overrides,
+    )
 
 
 if __name__ == "__main__":

@@ -5,15 +5,16 @@ While iterating, point the tests at a build of your own instead of the shared cl
 ``COURSE_BROWSER_ROOT=/path/to/book/root`` when that build came from another source folder, and
 ``COURSE_BROWSER_OUTPUT=/tmp/me-out`` to keep screenshots and the report out of ``test-output/``.
 """
+
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
 
-
 from tools import ROOT
 from tools.localserver import CHROMIUM_ARGS, chromium_path, serve  # noqa: F401  (for the fixtures)
+
 # Screenshots and the report; COURSE_BROWSER_OUTPUT moves them (a helper's own run).
 TEST_OUTPUT = Path(os.environ.get("COURSE_BROWSER_OUTPUT") or ROOT / "test-output")
 SCREENSHOTS = TEST_OUTPUT / "screenshots"
@@ -21,6 +22,15 @@ SCREENSHOTS = TEST_OUTPUT / "screenshots"
 # axe-core, the accessibility engine the browser tests inject into each page (an npm
 # devDependency, package.json; never copied into the site).
 AXE_JS = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+
+# The functions the browser tests run in a page (page.evaluate), one file each.
+BROWSER_JS = ROOT / "tests" / "browser_js"
+
+
+def browser_js(name: str) -> str:
+    """The JavaScript function in ``tests/browser_js/<name>``, for ``page.evaluate``."""
+    return (BROWSER_JS / name).read_text(encoding="utf-8")
+
 
 # Debian's Chromium, driven by Playwright; it must never try to reach the network on its own.
 

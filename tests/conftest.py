@@ -7,6 +7,7 @@ reuse the previous test build while iterating on tests (never in CI). Where Chro
 installed it first builds the single page and prints the whole-book PDF (``tools/pdf.py``),
 as ``./course build`` does; ``built_pdf`` is that PDF.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,6 +20,7 @@ import pytest
 import torch
 
 from tools import ROOT
+
 TEST_OUTPUT = ROOT / "test-output"
 BOOK_OUT = TEST_OUTPUT / "book"
 
@@ -46,13 +48,25 @@ def built_book() -> Path:
         shutil.rmtree(BOOK_OUT, ignore_errors=True)
         _build_pdf_first()
         jb = Path(sys.executable).with_name("jupyter-book")
-        cmd = [str(jb), "build", str(ROOT), "--path-output", str(BOOK_OUT),
-               "--builder", "html", "-W", "--keep-going"]
+        cmd = [
+            str(jb),
+            "build",
+            str(ROOT),
+            "--path-output",
+            str(BOOK_OUT),
+            "--builder",
+            "html",
+            "-W",
+            "--keep-going",
+        ]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
         if proc.returncode != 0:
-            lines = [l for l in (proc.stdout + proc.stderr).splitlines()
-                     if "WARNING" in l or "ERROR" in l or "Error" in l]
+            lines = [
+                line
+                for line in (proc.stdout + proc.stderr).splitlines()
+                if "WARNING" in line or "ERROR" in line or "Error" in line
+            ]
             pytest.fail(
                 f"the clean book build failed (exit {proc.returncode}); full log in {log}.\n"
                 + "\n".join(lines[-40:]),
@@ -80,15 +94,24 @@ def _build_pdf_first() -> None:
     log = TEST_OUTPUT / "book-build-singlehtml.log"
     log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0:
-        lines = [l for l in (proc.stdout + proc.stderr).splitlines()
-                 if "WARNING" in l or "ERROR" in l or "Error" in l]
-        pytest.fail(f"the clean single-page build (for the PDF) failed (exit {proc.returncode});"
-                    f" full log in {log}.\n" + "\n".join(lines[-40:]), pytrace=False)
-    pdf = subprocess.run([sys.executable, "-m", "tools.pdf", "--no-build", "--path-output",
-                          str(BOOK_OUT)], cwd=ROOT, capture_output=True, text=True,
-                         check=False)
-    PDF_LOG.write_text(f"exit {pdf.returncode}\n" + pdf.stdout + "\n--- stderr ---\n"
-                       + pdf.stderr)
+        lines = [
+            line
+            for line in (proc.stdout + proc.stderr).splitlines()
+            if "WARNING" in line or "ERROR" in line or "Error" in line
+        ]
+        pytest.fail(
+            f"the clean single-page build (for the PDF) failed (exit {proc.returncode});"
+            f" full log in {log}.\n" + "\n".join(lines[-40:]),
+            pytrace=False,
+        )
+    pdf = subprocess.run(
+        [sys.executable, "-m", "tools.pdf", "--no-build", "--path-output", str(BOOK_OUT)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    PDF_LOG.write_text(f"exit {pdf.returncode}\n" + pdf.stdout + "\n--- stderr ---\n" + pdf.stderr)
 
 
 @pytest.fixture(scope="session")
@@ -122,8 +145,10 @@ def chromium() -> str:
 
     path = chromium_path()
     if path is None:
-        pytest.skip("browser tests need Debian's Chromium: `apt-get install -y chromium` "
-                    "(Playwright cannot download a browser here)")
+        pytest.skip(
+            "browser tests need Debian's Chromium: `apt-get install -y chromium` "
+            "(Playwright cannot download a browser here)"
+        )
     return path
 
 
@@ -156,7 +181,11 @@ def browser(chromium):
 
     with sync_playwright() as p:
         # Playwright hides scrollbars by default; a reader's browser does not.
-        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True,
-                              ignore_default_args=["--hide-scrollbars"])
+        b = p.chromium.launch(
+            executable_path=chromium,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            ignore_default_args=["--hide-scrollbars"],
+        )
         yield b
         b.close()

@@ -1,6 +1,7 @@
 """course_lib.viz.architecture: the shapes on the diagram are the shapes a real forward pass
 produces (forward hooks on the model's modules), and the parameter table adds up to
 MiniGPT.num_params() and to the closed-form counts."""
+
 import matplotlib.pyplot as plt
 import pytest
 import torch
@@ -11,9 +12,19 @@ from course_lib.model import GPTConfig, MiniGPT
 from course_lib.viz.architecture import architecture_diagram, parameter_table, tensor_shapes
 
 CONFIGS = {
-    "chapter-like": GPTConfig(vocab_size=23, block_size=12, n_layer=2, n_head=4, d_model=32, bias=False),
-    "gqa-rope-encoder": GPTConfig(vocab_size=17, block_size=10, n_layer=3, n_head=4, d_model=24,
-                                  n_kv_heads=2, pos="rope", causal=False),
+    "chapter-like": GPTConfig(
+        vocab_size=23, block_size=12, n_layer=2, n_head=4, d_model=32, bias=False
+    ),
+    "gqa-rope-encoder": GPTConfig(
+        vocab_size=17,
+        block_size=10,
+        n_layer=3,
+        n_head=4,
+        d_model=24,
+        n_kv_heads=2,
+        pos="rope",
+        causal=False,
+    ),
     "mqa": GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, d_model=16, n_kv_heads=1),
 }
 
@@ -27,13 +38,23 @@ def observed_shapes(cfg: GPTConfig, batch: int, seq_len: int) -> dict[str, tuple
     seen: dict[str, tuple] = {}
     block = model.blocks[0]
     emb_module = model.pos_emb if model.pos_emb is not None else model.tok_emb
-    hooks = {"embedding": emb_module, "ln1": block.ln1, "attn_out": block.attn, "ln2": block.ln2,
-             "mlp_hidden": block.mlp.fc, "mlp_out": block.mlp, "block_out": block,
-             "final_ln": model.ln_f, "logits": model.lm_head}
+    hooks = {
+        "embedding": emb_module,
+        "ln1": block.ln1,
+        "attn_out": block.attn,
+        "ln2": block.ln2,
+        "mlp_hidden": block.mlp.fc,
+        "mlp_out": block.mlp,
+        "block_out": block,
+        "final_ln": model.ln_f,
+        "logits": model.lm_head,
+    }
 
     def recorder(key):
         def hook(module, inputs, output):
-            seen.setdefault(key, tuple(output.shape))  # the first call: block 0 (returns None: output kept)
+            # the first call: block 0 (returns None: output kept)
+            seen.setdefault(key, tuple(output.shape))
+
         return hook
 
     handles = [m.register_forward_hook(recorder(k)) for k, m in hooks.items()]

@@ -7,6 +7,7 @@ zero-initialised wrong answer must miss it by a margin; and ``train_briefly`` gi
 losses whatever the kernel's thread count (it trains on one thread), so verdicts cannot depend
 on it. The code comes from the solution notebook itself (setup cells, answer, metadata).
 """
+
 from __future__ import annotations
 
 import re
@@ -40,7 +41,9 @@ def notebook():
 
 def _val_loss(env, answer_source, seed, steps=300):
     exec(answer_source, env)
-    return env["train_briefly"](lambda: env["AssembledGPT"](env["small_cfg"]), steps=steps, seed=seed)["val"]
+    return env["train_briefly"](
+        lambda: env["AssembledGPT"](env["small_cfg"]), steps=steps, seed=seed
+    )["val"]
 
 
 @pytest.mark.slow
@@ -53,7 +56,9 @@ def test_solution_clears_the_threshold_with_a_margin(notebook, seed):
 @pytest.mark.slow
 def test_zero_initialised_model_misses_the_threshold_with_a_margin(notebook):
     env, answer, ex, threshold = notebook
-    wrong = next(w for w in ex.wrong if w["why"].startswith("initialises every weight matrix to zero"))
+    wrong = next(
+        w for w in ex.wrong if w["why"].startswith("initialises every weight matrix to zero")
+    )
     assert _val_loss(env, wrong_answer_source(answer, wrong), seed=1) > threshold + 2 * MARGIN
 
 

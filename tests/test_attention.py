@@ -1,4 +1,5 @@
 """course_lib.attention against PyTorch's own implementations, on random inputs."""
+
 import math
 
 import pytest
@@ -91,13 +92,17 @@ def test_sdpa_fully_masked_row_is_a_clear_error(gen):
 
 @pytest.mark.parametrize(
     "q_shape,k_shape,v_shape,match",
-    [((3, 4), (3, 5), (3, 4), "same last dimension"),
-     ((3, 4), (3, 4), (2, 4), "one value"),
-     ((4,), (4,), (4,), "at least 2 dimensions")],
+    [
+        ((3, 4), (3, 5), (3, 4), "same last dimension"),
+        ((3, 4), (3, 4), (2, 4), "one value"),
+        ((4,), (4,), (4,), "at least 2 dimensions"),
+    ],
 )
 def test_sdpa_wrong_shapes_are_readable_errors(q_shape, k_shape, v_shape, match):
     with pytest.raises(ValueError, match=match):
-        scaled_dot_product_attention(torch.zeros(q_shape), torch.zeros(k_shape), torch.zeros(v_shape))
+        scaled_dot_product_attention(
+            torch.zeros(q_shape), torch.zeros(k_shape), torch.zeros(v_shape)
+        )
 
 
 def test_sdpa_mask_errors():
@@ -203,7 +208,9 @@ def test_sinusoidal_positions_formula():
             angle = p / 10000 ** (2 * i / d)
             assert math.isclose(pe[p, 2 * i].item(), math.sin(angle), abs_tol=1e-6)
             assert math.isclose(pe[p, 2 * i + 1].item(), math.cos(angle), abs_tol=1e-6)
-    assert torch.equal(pe[0, 0::2], torch.zeros(d // 2)) and torch.equal(pe[0, 1::2], torch.ones(d // 2))
+    assert torch.equal(pe[0, 0::2], torch.zeros(d // 2)) and torch.equal(
+        pe[0, 1::2], torch.ones(d // 2)
+    )
     with pytest.raises(ValueError, match="even"):
         sinusoidal_positions(4, 7)
 

@@ -1,7 +1,6 @@
 """Tests for course_lib.labs.attention_cost: sizes against real tensors, the tiled (online-softmax)
 attention against torch.nn.functional.scaled_dot_product_attention and autograd, and the
 memory measurement against the sizes a score matrix must have."""
-import math
 
 import pytest
 import torch
@@ -18,15 +17,19 @@ from course_lib.labs.attention_cost import (
 )
 
 
-@pytest.mark.parametrize("T,H,L,B,dtype", [(7, 1, 1, 1, torch.float32), (16, 3, 2, 2, torch.float16),
-                                           (5, 4, 1, 3, torch.float64)])
+@pytest.mark.parametrize(
+    "T,H,L,B,dtype",
+    [(7, 1, 1, 1, torch.float32), (16, 3, 2, 2, torch.float16), (5, 4, 1, 3, torch.float64)],
+)
 def test_score_matrix_bytes_matches_a_real_tensor(T, H, L, B, dtype):
     scores = torch.empty(L, B, H, T, T, dtype=dtype)
     expected = scores.numel() * scores.element_size()
     assert score_matrix_bytes(T, H, L, B, bytes_per_entry=scores.element_size()) == expected
 
 
-@pytest.mark.parametrize("bad", [dict(T=0), dict(T=2.5), dict(T=4, n_heads=-1), dict(T=4, bytes_per_entry=0)])
+@pytest.mark.parametrize(
+    "bad", [dict(T=0), dict(T=2.5), dict(T=4, n_heads=-1), dict(T=4, bytes_per_entry=0)]
+)
 def test_score_matrix_bytes_rejects_bad_input(bad):
     with pytest.raises(ValueError, match="positive integer"):
         score_matrix_bytes(**bad)
@@ -35,8 +38,8 @@ def test_score_matrix_bytes_rejects_bad_input(bad):
 def test_format_bytes_uses_binary_units():
     assert format_bytes(512) == "512 B"
     assert format_bytes(1536) == "1.5 KiB"
-    assert format_bytes(3 * 1024 ** 3) == "3 GiB"
-    assert format_bytes(2 ** 45) == "32 TiB"
+    assert format_bytes(3 * 1024**3) == "3 GiB"
+    assert format_bytes(2**45) == "32 TiB"
     with pytest.raises(ValueError, match="negative"):
         format_bytes(-1)
 
@@ -100,6 +103,7 @@ def test_peak_memory_sees_the_score_matrix():
     q, k, v = (_rand(1, H, T, 16, seed=s, dtype=torch.float32) for s in (1, 2, 3))
     one_matrix = score_matrix_bytes(T, H)
     from course_lib import scaled_dot_product_attention
+
     assert peak_memory(lambda: torch.empty(1000, dtype=torch.float32)) >= 4000
     # The naive formula must hold at least one full (1, H, T, T) float32 matrix ...
     assert peak_memory(lambda: scaled_dot_product_attention(q, k, v)) >= one_matrix

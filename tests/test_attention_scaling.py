@@ -1,6 +1,7 @@
 """Tests for course_lib.labs.attention_scaling: the d_k experiment recomputed independently with
 torch.nn.functional.softmax and the closed-form softmax Jacobian, and its statistics checked
 against the theory (Var(q·k) = d_k)."""
+
 import math
 
 import pytest
@@ -13,7 +14,9 @@ from course_lib.labs.attention_scaling import scaling_experiment, softmax_with_t
 def test_softmax_with_temperature_matches_torch():
     s = torch.randn(3, 7, generator=torch.Generator().manual_seed(0))
     for scale in (0.0, 0.3, 1.0, 25.0):
-        assert torch.allclose(softmax_with_temperature(s, scale), F.softmax(scale * s, dim=-1), atol=1e-6)
+        assert torch.allclose(
+            softmax_with_temperature(s, scale), F.softmax(scale * s, dim=-1), atol=1e-6
+        )
     assert torch.allclose(softmax_with_temperature(s, 0.0), torch.full((3, 7), 1 / 7))
     with pytest.raises(ValueError, match="scale"):
         softmax_with_temperature(s, -1.0)
@@ -29,14 +32,18 @@ def test_scaling_experiment_matches_an_independent_computation():
     for i, d in enumerate(d_ks):
         q = torch.randn(N, d, generator=gen, dtype=torch.float64)
         k = torch.randn(T, d, generator=gen, dtype=torch.float64)
-        for name, scale in (("raw", 1.0), ("scaled", d ** -0.5)):
+        for name, scale in (("raw", 1.0), ("scaled", d**-0.5)):
             s = scale * q @ k.T
             p = F.softmax(s, dim=-1)
             # d/ds of sum(g * softmax(s)) = p * (g - <p, g>): the softmax Jacobian in closed form
             grad = p * (g - (p * g).sum(-1, keepdim=True))
             assert math.isclose(res[f"var_{name}"][i], s.var().item(), rel_tol=1e-9)
-            assert math.isclose(res[f"max_weight_{name}"][i], p.amax(-1).mean().item(), rel_tol=1e-9)
-            assert math.isclose(res[f"grad_{name}"][i], grad.norm(dim=-1).mean().item(), rel_tol=1e-9)
+            assert math.isclose(
+                res[f"max_weight_{name}"][i], p.amax(-1).mean().item(), rel_tol=1e-9
+            )
+            assert math.isclose(
+                res[f"grad_{name}"][i], grad.norm(dim=-1).mean().item(), rel_tol=1e-9
+            )
 
 
 def test_scaling_experiment_shows_the_theory():
@@ -51,8 +58,9 @@ def test_scaling_experiment_shows_the_theory():
     assert res["grad_raw"][-1] < 0.5 * res["grad_scaled"][-1]
 
 
-@pytest.mark.parametrize("bad", [dict(d_ks=[]), dict(d_ks=[0]), dict(d_ks=[2.5]),
-                                 dict(d_ks=[4], n_keys=1)])
+@pytest.mark.parametrize(
+    "bad", [dict(d_ks=[]), dict(d_ks=[0]), dict(d_ks=[2.5]), dict(d_ks=[4], n_keys=1)]
+)
 def test_scaling_experiment_rejects_bad_input(bad):
     with pytest.raises(ValueError):
         scaling_experiment(**bad)

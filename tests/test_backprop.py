@@ -1,5 +1,6 @@
 """course_lib.labs.backprop against autograd, torch.autograd.functional.jacobian, F.layer_norm and
 finite differences."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -47,7 +48,8 @@ def test_softmax_jacobian_properties(gen):
     s = F.softmax(_randn(gen, 6), dim=-1)
     J = softmax_jacobian(s)
     torch.testing.assert_close(J, J.T)  # symmetric
-    torch.testing.assert_close(J.sum(dim=0), torch.zeros(6, dtype=torch.float64))  # shift-invariance
+    # shift-invariance
+    torch.testing.assert_close(J.sum(dim=0), torch.zeros(6, dtype=torch.float64))
 
 
 def test_softmax_backward_matches_autograd(gen):
@@ -155,10 +157,16 @@ def test_layer_norm_backward_matches_finite_differences(gen):
     x, g, b, dy = _randn(gen, 6), _randn(gen, 6), _randn(gen, 6), _randn(gen, 6)
     dx, _, _ = layer_norm_backward(dy, layer_norm_forward(x, g, b)[1])
     h = 1e-6
-    fd = torch.stack([
-        ((layer_norm_forward(x + h * e, g, b)[0] - layer_norm_forward(x - h * e, g, b)[0]) * dy).sum() / (2 * h)
-        for e in torch.eye(6, dtype=torch.float64)
-    ])
+    fd = torch.stack(
+        [
+            (
+                (layer_norm_forward(x + h * e, g, b)[0] - layer_norm_forward(x - h * e, g, b)[0])
+                * dy
+            ).sum()
+            / (2 * h)
+            for e in torch.eye(6, dtype=torch.float64)
+        ]
+    )
     torch.testing.assert_close(dx, fd, rtol=1e-6, atol=1e-8)
 
 
@@ -167,7 +175,9 @@ def test_layer_norm_gradient_is_scale_inverse_and_orthogonal(gen):
     dx1, _, _ = layer_norm_backward(dy, layer_norm_forward(x, g, b, eps=0.0)[1])
     dx10, _, _ = layer_norm_backward(dy, layer_norm_forward(10 * x, g, b, eps=0.0)[1])
     torch.testing.assert_close(dx10, dx1 / 10)
-    x_hat = layer_norm_forward(x, torch.ones(10, dtype=torch.float64), torch.zeros(10, dtype=torch.float64), eps=0.0)[0]
+    x_hat = layer_norm_forward(
+        x, torch.ones(10, dtype=torch.float64), torch.zeros(10, dtype=torch.float64), eps=0.0
+    )[0]
     torch.testing.assert_close(dx1.sum(-1), torch.zeros(4, dtype=torch.float64))
     torch.testing.assert_close((dx1 * x_hat).sum(-1), torch.zeros(4, dtype=torch.float64))
 
@@ -178,20 +188,29 @@ def test_layer_norm_bad_gamma_raises(gen):
 
 
 # ------------------------------------------------------------------------ depth experiment
+def _documented_wiring(blk, kind, x):
+    a, m, l1, l2 = blk.attn, blk.mlp, blk.ln1, blk.ln2
+    if kind == "plain":
+        return m(a(x))
+    if kind == "norm":
+        return l2(m(l1(a(x))))
+    if kind == "residual":
+        h = x + a(x)
+        return h + m(h)
+    if kind == "post-norm":
+        h = l1(x + a(x))
+        return l2(h + m(h))
+    assert kind == "pre-norm", kind
+    h = x + a(l1(x))
+    return h + m(l2(h))
+
+
 def test_block_kinds_wire_as_documented(gen):
     torch.manual_seed(0)
     x = _randn(gen, 2, 5, 8)
     for kind in BLOCK_KINDS:
         blk = Block(8, 2, kind).double()
-        a, m, l1, l2 = blk.attn, blk.mlp, blk.ln1, blk.ln2
-        expected = {
-            "plain": lambda x: m(a(x)),
-            "norm": lambda x: l2(m(l1(a(x)))),
-            "residual": lambda x: (lambda h: h + m(h))(x + a(x)),
-            "post-norm": lambda x: (lambda h: l2(h + m(h)))(l1(x + a(x))),
-            "pre-norm": lambda x: (lambda h: h + m(l2(h)))(x + a(l1(x))),
-        }[kind]
-        torch.testing.assert_close(blk(x), expected(x))
+        torch.testing.assert_close(blk(x), _documented_wiring(blk, kind, x))
     with pytest.raises(ValueError, match="kind"):
         Block(8, 2, "sideways")
 

@@ -1,4 +1,5 @@
 """The site builds cleanly, and every page in the table of contents is there, executed."""
+
 import json
 import re
 from pathlib import Path
@@ -46,8 +47,9 @@ def test_every_toc_page_is_built(built_book, page):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [f for f in toc_files()
-                                  if (ROOT / f"{f}.md").exists() and code_cells(ROOT / f"{f}.md")])
+@pytest.mark.parametrize(
+    "page", [f for f in toc_files() if (ROOT / f"{f}.md").exists() and code_cells(ROOT / f"{f}.md")]
+)
 def test_executed_outputs_are_on_the_page(built_book, page):
     nb = json.loads((built_book / "jupyter_execute" / f"{page}.ipynb").read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
@@ -56,7 +58,9 @@ def test_executed_outputs_are_on_the_page(built_book, page):
     assert not errors, f"{page}: cells raised {[e['ename'] for e in errors]}"
     n_outputs = sum(bool(c.get("outputs")) for c in code)
     html = (built_book / "html" / f"{page}.html").read_text()
-    assert html.count('class="cell_output') >= min(n_outputs, 1), f"{page}: outputs missing from the HTML"
+    assert html.count('class="cell_output') >= min(n_outputs, 1), (
+        f"{page}: outputs missing from the HTML"
+    )
 
 
 @pytest.mark.parametrize("chapter", chapter_files())
@@ -68,7 +72,9 @@ def test_chapter_links_its_exercise_notebook(chapter):
 
 
 def _title(page: str) -> str:
-    return next(line for line in (ROOT / f"{page}.md").read_text().splitlines() if line.startswith("# "))
+    return next(
+        line for line in (ROOT / f"{page}.md").read_text().splitlines() if line.startswith("# ")
+    )
 
 
 def test_chapter_titles_carry_no_typed_number():
@@ -85,7 +91,10 @@ def test_chapters_are_numbered_on_the_site(built_book, chapter):
     number = int(re.match(r"book/(\d\d)_", chapter).group(1))
     html = (built_book / "html" / f"{chapter}.html").read_text()
     titles = re.findall(r"<h1>.*?</h1>", html, flags=re.S)
-    assert any(f'<span class="section-number">{number}. </span>' in t for t in titles), \
+    assert any(f'<span class="section-number">{number}. </span>' in t for t in titles), (
         f"{chapter}: the title is not numbered {number}."
+    )
     figures = re.findall(r'<span class="caption-number">Fig\. ([\d.]+) </span>', html)
-    assert all(n.startswith(f"{number}.") for n in figures), f"{chapter}: figures numbered {figures}"
+    assert all(n.startswith(f"{number}.") for n in figures), (
+        f"{chapter}: figures numbered {figures}"
+    )

@@ -1,5 +1,6 @@
 """Byte-level BPE (course_lib.bpe): merge learning against a brute-force recount, agreement with
 Hugging Face ``tokenizers``, round trips on random Unicode, special tokens, bad input."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,22 @@ import pytest
 import torch
 
 from course_lib import bpe
-from course_lib.bpe import END_OF_TEXT, BPETokenizer, learn_merges, merge_pair, pair_counts, pretokenize
+from course_lib.bpe import (
+    END_OF_TEXT,
+    BPETokenizer,
+    learn_merges,
+    merge_pair,
+    pair_counts,
+    pretokenize,
+)
 from course_lib.corpus import load_corpus
-from course_lib.data import CharTokenizer, encode_splits, shakespeare_splits, split_text, synthetic_corpus
+from course_lib.data import (
+    CharTokenizer,
+    encode_splits,
+    shakespeare_splits,
+    split_text,
+    synthetic_corpus,
+)
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -30,7 +44,8 @@ def small_text(corpus):
     return corpus[:60_000] + extra * 20
 
 
-# --------------------------------------------------------------------------- a brute-force reference
+# --------------------------------------------------------------------------- a brute-force
+# reference
 def brute_force_merges(text: str, n_tokens: int):
     """The textbook algorithm: recount every pair of every word before every merge."""
     words = {}
@@ -64,8 +79,19 @@ def brute_force_merges(text: str, n_tokens: int):
 def random_unicode(rng: random.Random, n: int) -> str:
     """Characters from wide code point ranges (no surrogates): ASCII with NUL and controls,
     Latin-1, combining marks, CJK, emoji, astral planes, private use, noncharacters."""
-    ranges = [(0x00, 0x7F), (0x80, 0xFF), (0x300, 0x36F), (0x370, 0x3FF), (0x4E00, 0x9FFF), (0x1F300, 0x1FAFF),
-              (0x10000, 0x1FFFF), (0x20000, 0x2FFFF), (0xE000, 0xF8FF), (0xFFF0, 0xFFFF), (0xF0000, 0x10FFFF)]
+    ranges = [
+        (0x00, 0x7F),
+        (0x80, 0xFF),
+        (0x300, 0x36F),
+        (0x370, 0x3FF),
+        (0x4E00, 0x9FFF),
+        (0x1F300, 0x1FAFF),
+        (0x10000, 0x1FFFF),
+        (0x20000, 0x2FFFF),
+        (0xE000, 0xF8FF),
+        (0xFFF0, 0xFFFF),
+        (0xF0000, 0x10FFFF),
+    ]
     out = []
     for _ in range(n):
         lo, hi = rng.choice(ranges)
@@ -105,14 +131,45 @@ def test_unicode_classes_agree_with_unicodedata():
 def test_pretokenize_matches_gpt2_pretokenizer_of_the_library(small_text):
     pre = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     table = bpe.bytes_to_unicode()
-    ours = lambda s: ["".join(table[b] for b in w.encode("utf-8")) for w in pretokenize(s)]  # noqa: E731
-    theirs = lambda s: [w for w, _ in pre.pre_tokenize_str(s)]  # noqa: E731
+
+    def ours(s):
+        return ["".join(table[b] for b in w.encode("utf-8")) for w in pretokenize(s)]
+
+    def theirs(s):
+        return [w for w, _ in pre.pre_tokenize_str(s)]
+
     assert ours(small_text) == theirs(small_text)
     rng = random.Random(0)
     for _ in range(200):
         # common scripts, digits, spaces and punctuation (characters both Unicode versions agree on)
-        s = "".join(rng.choice(["a", "Z", "é", "ß", "я", "東", "7", "½", "²", " ", "  ", "\n", "\t", "'s", "'ll",
-                                "!", "—", "🎉", "\u0301", "_", "\x00"]) for _ in range(rng.randint(0, 30)))
+        s = "".join(
+            rng.choice(
+                [
+                    "a",
+                    "Z",
+                    "é",
+                    "ß",
+                    "я",
+                    "東",
+                    "7",
+                    "½",
+                    "²",
+                    " ",
+                    "  ",
+                    "\n",
+                    "\t",
+                    "'s",
+                    "'ll",
+                    "!",
+                    "—",
+                    "🎉",
+                    "\u0301",
+                    "_",
+                    "\x00",
+                ]
+            )
+            for _ in range(rng.randint(0, 30))
+        )
         assert ours(s) == theirs(s), repr(s)
         assert "".join(pretokenize(s)) == s
 
@@ -169,11 +226,11 @@ def test_round_trip_on_random_unicode(tok):
 
 
 def test_round_trip_on_unseen_characters_and_byte_fallback(tok):
-    s = "\x00Zoë 👩‍👩‍👧 e\u0301 \U0010FFFD 🎉"
+    s = "\x00Zoë 👩‍👩‍👧 e\u0301 \U0010fffd 🎉"
     ids = tok.encode(s)
     assert tok.decode(ids) == s
     # characters never seen in training fall back to their UTF-8 bytes, one token per byte
-    assert tok.encode("\U0010FFFD") == list("\U0010FFFD".encode("utf-8"))
+    assert tok.encode("\U0010fffd") == list("\U0010fffd".encode("utf-8"))
 
 
 def test_encoding_applies_merges_in_learned_order(tok, small_text):
@@ -235,15 +292,17 @@ def test_bad_input_raises_readable_errors(tok):
     with pytest.raises(ValueError, match="distinct"):
         BPETokenizer([], special_tokens=["<a>", "<a>"])
     with pytest.raises(ValueError, match="no <\\|endoftext\\|>"):
-        BPETokenizer([], special_tokens=[]).eot_id
+        _ = BPETokenizer([], special_tokens=[]).eot_id
 
 
-# --------------------------------------------------------------------------- the data pipeline and scoring
+# ------------------------------------------------------------------ the data pipeline and scoring
 def test_encode_splits_with_bpe_and_char_tokenizer_unchanged(small_text):
     tok = BPETokenizer.train(small_text, 300)
     s = encode_splits(small_text, tok, 0.1)
     train, val = split_text(small_text, 0.1)
-    assert s.train.dtype == torch.int64 and tok.decode(s.train) == train and tok.decode(s.val) == val
+    assert (
+        s.train.dtype == torch.int64 and tok.decode(s.train) == train and tok.decode(s.val) == val
+    )
     text = synthetic_corpus(2000)
     char = CharTokenizer.from_text(text)
     c = encode_splits(text, char, 0.1)

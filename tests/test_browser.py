@@ -21,6 +21,7 @@ and link back to their chapter. Totals (including every axe finding by rule and 
 
 Skipped, with a message, only where no ``chromium`` is installed (``apt-get install chromium``).
 """
+
 from __future__ import annotations
 
 import os
@@ -32,16 +33,26 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_support import (
+    AXE_JS,
+    SCREENSHOTS,
+    TEST_OUTPUT,
+    browser_js,
+    html_ids,
+    merge_report,
+    source_root,
+    toc_pages,
+)
 
-from browser_support import (AXE_JS, SCREENSHOTS, TEST_OUTPUT, html_ids, merge_report, source_root,
-                             toc_pages)
 from tools import colab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PAGES = toc_pages()
-COLAB_RE = re.compile(r"^https://colab\.research\.google\.com/github/([^/]+)/([^/]+)/blob/"
-                      r"([^/]+)/(.+)$")
+COLAB_RE = re.compile(
+    r"^https://colab\.research\.google\.com/github/([^/]+)/([^/]+)/blob/"
+    r"([^/]+)/(.+)$"
+)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -58,17 +69,27 @@ FAILING_IMPACTS = ("critical", "serious")
 def report():
     """Totals for the closing note, in test-output/browser-report.json (merged over
     pytest-xdist workers)."""
-    data = {"pages_checked": 0, "internal_links_checked": 0, "math_elements_checked": 0,
-            "images_checked": 0, "colab_links_checked": 0, "widgets_rendered": 0,
-            "screenshots": 0, "axe_violations": {}, "axe_nodes_by_impact": {},
-            "blocked_external_requests": [], "pages": {}}
+    data = {
+        "pages_checked": 0,
+        "internal_links_checked": 0,
+        "math_elements_checked": 0,
+        "images_checked": 0,
+        "colab_links_checked": 0,
+        "widgets_rendered": 0,
+        "screenshots": 0,
+        "axe_violations": {},
+        "axe_nodes_by_impact": {},
+        "blocked_external_requests": [],
+        "pages": {},
+    }
     start = time.perf_counter()
     yield data
     data["seconds"] = round(time.perf_counter() - start, 1)
     data["unique_internal_links_checked"] = len(_LINK_CACHE)
     data["blocked_external_requests"] = sorted(set(data["blocked_external_requests"]))
-    merge_report(TEST_OUTPUT / "browser-report.json",
-                 os.environ.get("PYTEST_XDIST_WORKER", "main"), data)
+    merge_report(
+        TEST_OUTPUT / "browser-report.json", os.environ.get("PYTEST_XDIST_WORKER", "main"), data
+    )
 
 
 class Visit:
@@ -81,16 +102,25 @@ class Visit:
         # is_mobile: overlay scrollbars, drawn only when the site styles them (as on a phone
         # or a Mac), and the page's <meta name="viewport"> in force. The desktop size comes
         # first; the phone size is the same page resized.
-        self.context = browser.new_context(viewport=DESKTOP, color_scheme="light",
-                                           is_mobile=True, has_touch=True)
+        self.context = browser.new_context(
+            viewport=DESKTOP, color_scheme="light", is_mobile=True, has_touch=True
+        )
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
         self.page.on("console", self._console)
-        self.page.on("requestfailed", lambda r: self._own(r.url) and self.failed.append(
-            f"{r.url} ({r.failure})"))
-        self.page.on("response", lambda r: self._own(r.url) and r.status >= 400 and
-                     self.failed.append(f"{r.url} (HTTP {r.status})"))
+        self.page.on(
+            "requestfailed",
+            lambda r: self._own(r.url) and self.failed.append(f"{r.url} ({r.failure})"),
+        )
+        self.page.on(
+            "response",
+            lambda r: (
+                self._own(r.url)
+                and r.status >= 400
+                and self.failed.append(f"{r.url} (HTTP {r.status})")
+            ),
+        )
 
     def _own(self, url: str) -> bool:
         return url.startswith(self.base)
@@ -132,144 +162,22 @@ def visit(browser, base_url, report):
 
 
 # --------------------------------------------------------------------------- page checks
-WAIT_FOR_MATHJAX = """async () => {
-  if (!document.querySelector('.math')) return 'no math';
-  for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++)
-    await new Promise(r => setTimeout(r, 100));
-  if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) return 'MathJax never started';
-  await MathJax.startup.promise;
-  return 'typeset';
-}"""
+WAIT_FOR_MATHJAX = browser_js("wait-for-mathjax.js")
 
-MATH_STATE = """() => {
-  const maths = [...document.querySelectorAll('.math')];
-  const unrendered = maths.filter(e => !e.querySelector('mjx-container'))
-                          .map(e => e.textContent.trim().slice(0, 60));
-  const raw = [];
-  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-  const skip = 'pre, code, script, style, textarea, .highlight, mjx-assistive-mml';
-  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-    const t = n.textContent;
-    if ((t.includes('\\\\(') || t.includes('\\\\[') || t.includes('$$')) && !n.parentElement.closest(skip))
-      raw.push(t.trim().slice(0, 80));
-  }
-  // MathJax typesets a TeX error (unbalanced braces, extra \\left) as an mjx-merror, and an
-  // undefined macro as its own name in red (the noundefined extension).
-  const errors = [...document.querySelectorAll('mjx-merror')]
-                   .map(e => (e.getAttribute('data-mjx-error') || e.textContent).slice(0, 80))
-    .concat([...document.querySelectorAll('mjx-mtext[style*="color: red"]')]
-              .map(e => 'undefined macro: ' + (e.closest('mjx-container')
-                  ?.querySelector('mjx-assistive-mml')?.textContent || '?').slice(0, 60)));
-  return {count: maths.length, unrendered, raw, errors};
-}"""
+MATH_STATE = browser_js("math-state.js")
 
-IMAGES = """async () => {
-  const imgs = [...document.images];
-  await Promise.all(imgs.map(i => i.complete ? null : new Promise(r => {
-    i.addEventListener('load', r); i.addEventListener('error', r); setTimeout(r, 15000); })));
-  return imgs.map(i => ({src: i.currentSrc || i.src, width: i.naturalWidth,
-    shown: i.getBoundingClientRect().width,
-    output: !!i.closest('.cell_output, figure'), link: !!i.closest('a[href]'),
-    alt: (i.getAttribute('alt') || '').trim(),
-    caption: !!(i.closest('figure') && i.closest('figure').querySelector('figcaption')
-                && i.closest('figure').querySelector('figcaption').textContent.trim())}));
-}"""
+IMAGES = browser_js("images.js")
 
-LINKS = """() => ({
-  hrefs: [...document.querySelectorAll('a[href]')].map(a => a.href),
-  unresolved_xrefs: [...document.querySelectorAll('.xref')].filter(e => !e.closest('a'))
-                      .map(e => e.textContent.trim()),
-})"""
+LINKS = browser_js("links.js")
 
 
 # Boxes that must never lose their right side: display math, code, outputs, tables.
-LAYOUT = """() => {
-  const out = {clipped: [], wide: [], pageWidth: document.documentElement.scrollWidth,
-               viewport: document.documentElement.clientWidth};
-  const article = document.querySelector('article') || document.body;
-  const shown = el => el.getClientRects().length > 0;  // not in a closed dropdown
-  const text = el => JSON.stringify((el.textContent || el.getAttribute('alt') || '').trim().slice(0, 50));
-  const bar = a => { const cs = getComputedStyle(a);
-    return a.offsetHeight - a.clientHeight - parseFloat(cs.borderTopWidth) - parseFloat(cs.borderBottomWidth); };
-  // What a box shows that does not fit: content past its right edge, and how the box treats it.
-  const judge = (what, box, excess) => {
-    if (excess <= 1) return;
-    const x = getComputedStyle(box).overflowX;
-    if (x === 'hidden' || x === 'clip')
-      out.clipped.push(`${what}: ${Math.round(excess)}px cut off (overflow ${x})`);
-    else if ((x === 'auto' || x === 'scroll') && bar(box) < 3)
-      out.clipped.push(`${what}: scrolls ${Math.round(excess)}px with no visible scrollbar`);
-  };
-  // Math: measure the typeset formula (mjx-math), not the container's scrollWidth, which the
-  // hidden MathML copy for screen readers inflates.
-  for (const c of article.querySelectorAll('mjx-container')) {
-    const m = c.querySelector('mjx-math');
-    if (!m || !shown(c)) continue;
-    const display = c.getAttribute('display') === 'true';
-    const box = display ? c : (c.closest('span.math') || c);
-    const excess = m.getBoundingClientRect().right - box.getBoundingClientRect().right
-                   + (display ? box.scrollLeft : 0);
-    judge(`${display ? 'equation' : 'inline math'} ${text(c.querySelector('mjx-assistive-mml') || c)}`,
-          box, excess);
-  }
-  // Code, outputs, tables: the nearest box that does not let them spill.
-  const seen = new Set();
-  for (const el of article.querySelectorAll('div.highlight pre, div.cell_output pre, ' +
-                                            'div.cell_output .output, table')) {
-    if (!shown(el) || el.querySelector('mjx-container')) continue;
-    for (let a = el; a && a !== article.parentElement; a = a.parentElement) {
-      if (getComputedStyle(a).overflowX === 'visible' || a.scrollWidth <= a.clientWidth + 1) continue;
-      if (!seen.has(a)) {
-        seen.add(a);
-        judge(`${el.closest('.cell_output') ? 'output' : el.tagName === 'TABLE' ? 'table' : 'code'} ${text(el)}`,
-              a, a.scrollWidth - a.clientWidth);
-      }
-      break;
-    }
-  }
-  if (out.pageWidth > out.viewport + 1) {
-    // what sticks out: the outermost elements past the right edge, not inside a scroller
-    for (const el of article.querySelectorAll('*')) {
-      const r = el.getBoundingClientRect();
-      if (r.right <= out.viewport + 1 || r.width === 0) continue;
-      let inside = false;
-      for (let a = el.parentElement; a && a !== document.body; a = a.parentElement)
-        if (getComputedStyle(a).overflowX !== 'visible') { inside = true; break; }
-      if (inside || (el.parentElement && el.parentElement.getBoundingClientRect().right > out.viewport + 1)) continue;
-      out.wide.push(`<${el.tagName.toLowerCase()} class="${el.className}"> ${text(el)} ends at ${Math.round(r.right)}px`);
-      if (out.wide.length >= 5) break;
-    }
-  }
-  return out;
-}"""
+LAYOUT = browser_js("layout.js")
 
 # WCAG 2 contrast of caption text against what is behind it.
-CONTRAST = """(minimum) => {
-  const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
-  const lum = ([r, g, b]) => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
-                               return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
-  const bg = el => { for (let a = el; a; a = a.parentElement) { const c = rgb(getComputedStyle(a).backgroundColor);
-                       if (c.length === 3 || c[3] > 0.5) return c.slice(0, 3); } return [255, 255, 255]; };
-  const low = [];
-  let checked = 0;
-  for (const el of document.querySelectorAll('article caption, article figcaption')) {
-    if (!el.getClientRects().length || !el.textContent.trim()) continue;
-    checked++;
-    const fg = rgb(getComputedStyle(el).color).slice(0, 3), back = bg(el);
-    const [hi, lo] = [lum(fg), lum(back)].sort((x, y) => y - x);
-    const ratio = (hi + 0.05) / (lo + 0.05);
-    if (ratio < minimum) low.push(`${JSON.stringify(el.textContent.trim().slice(0, 40))}: ${ratio.toFixed(2)}:1`);
-  }
-  return {checked, low};
-}"""
+CONTRAST = browser_js("contrast.js")
 
-AXE_RUN = """async (only) => {
-  const options = {resultTypes: ['violations']};
-  if (only) options.runOnly = {type: 'rule', values: only};
-  const r = await axe.run(document, options);
-  return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
-    nodes: v.nodes.map(n => n.target.join(' ') + '  ' + n.html.slice(0, 120))}));
-}"""
+AXE_RUN = browser_js("axe-run.js")
 
 
 def _axe(page, only: list[str] | None = None) -> list[dict]:
@@ -285,16 +193,19 @@ def _record_axe(report: dict, violations: list[dict]) -> None:
     for v in violations:
         key = f"{v['impact']}: {v['id']}"
         report["axe_violations"][key] = report["axe_violations"].get(key, 0) + len(v["nodes"])
-        report["axe_nodes_by_impact"][v["impact"]] = (
-            report["axe_nodes_by_impact"].get(v["impact"], 0) + len(v["nodes"]))
+        report["axe_nodes_by_impact"][v["impact"]] = report["axe_nodes_by_impact"].get(
+            v["impact"], 0
+        ) + len(v["nodes"])
 
 
 def _layout_problems(page, where: str) -> list[str]:
     lay = page.evaluate(LAYOUT)
     problems = [f"{where}: {c}" for c in lay["clipped"]]
     if lay["pageWidth"] > lay["viewport"] + 1:
-        problems.append(f"{where}: the page is {lay['pageWidth']}px wide in a {lay['viewport']}px "
-                        "viewport (it slides sideways): " + "; ".join(lay["wide"]))
+        problems.append(
+            f"{where}: the page is {lay['pageWidth']}px wide in a {lay['viewport']}px "
+            "viewport (it slides sideways): " + "; ".join(lay["wide"])
+        )
     return problems
 
 
@@ -344,8 +255,10 @@ def _check_colab_href(href: str) -> str | None:
     return None
 
 
-CHAPTERS = {md.relative_to(source_root()).with_suffix(".html").as_posix()
-            for md in colab.chapter_paths(source_root())}
+CHAPTERS = {
+    md.relative_to(source_root()).with_suffix(".html").as_posix()
+    for md in colab.chapter_paths(source_root())
+}
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -371,10 +284,13 @@ def test_page(path, visit, site_dir, base_url, report):
             # Figures are vector graphics (course_lib.viz: SVG) or pixels drawn at twice their
             # size, so they stay sharp on high-resolution screens; and a tap opens them full size.
             vector = img["src"].split("?")[0].endswith(".svg") or img["src"].startswith(
-                "data:image/svg")
+                "data:image/svg"
+            )
             if not vector and img["width"] < 1.5 * img["shown"]:
-                problems.append(f"figure drawn at {img['width']}px, shown {img['shown']:.0f}px wide "
-                                f"(blurred on a 2x screen): {img['src'][:80]}")
+                problems.append(
+                    f"figure drawn at {img['width']}px, shown {img['shown']:.0f}px wide "
+                    f"(blurred on a 2x screen): {img['src'][:80]}"
+                )
             if not img["link"] and not img["src"].startswith("data:"):
                 problems.append(f"figure does not open full size (no link): {img['src'][:80]}")
     problems += [f"unresolved cross-reference: {t!r}" for t in links["unresolved_xrefs"]]
@@ -397,8 +313,9 @@ def test_page(path, visit, site_dir, base_url, report):
             if button.count() == 0 or not button.first.is_visible():
                 problems.append("no visible Colab link under the launch (rocket) button")
             elif "Open in Colab" not in button.first.inner_text():
-                problems.append(f"Colab button reads {button.first.inner_text()!r}, "
-                                "not 'Open in Colab'")
+                problems.append(
+                    f"Colab button reads {button.first.inner_text()!r}, not 'Open in Colab'"
+                )
             toggle.click()  # close the menu again before the screenshots
     problems += [why for why in map(_check_colab_href, hrefs) if why]
 
@@ -407,8 +324,10 @@ def test_page(path, visit, site_dir, base_url, report):
     _record_axe(report, violations)
     for viol in violations:
         if viol["impact"] in FAILING_IMPACTS:
-            problems.append(f"axe {viol['impact']} {viol['id']} ({viol['help']}) on "
-                            f"{len(viol['nodes'])} element(s): " + " | ".join(viol["nodes"][:3]))
+            problems.append(
+                f"axe {viol['impact']} {viol['id']} ({viol['help']}) on "
+                f"{len(viol['nodes'])} element(s): " + " | ".join(viol["nodes"][:3])
+            )
     problems += _layout_problems(page, "desktop")
     captions = page.evaluate(CONTRAST, MIN_CONTRAST)
     problems += [f"light mode: caption contrast {c} (< {MIN_CONTRAST}:1)" for c in captions["low"]]
@@ -431,8 +350,10 @@ def test_page(path, visit, site_dir, base_url, report):
     violations += dark
     for viol in dark:
         if viol["impact"] in FAILING_IMPACTS:
-            problems.append(f"axe {viol['impact']} {viol['id']} ({viol['help']}) on "
-                            f"{len(viol['nodes'])} element(s): " + " | ".join(viol["nodes"][:3]))
+            problems.append(
+                f"axe {viol['impact']} {viol['id']} ({viol['help']}) on "
+                f"{len(viol['nodes'])} element(s): " + " | ".join(viol["nodes"][:3])
+            )
 
     # Phone: the same page at 390×844 (dark, then light; the first screen of each).
     page.set_viewport_size(PHONE)
@@ -453,11 +374,14 @@ def test_page(path, visit, site_dir, base_url, report):
     report["colab_links_checked"] += len(hrefs)
     report["screenshots"] += 4
     report["captions_checked"] = report.get("captions_checked", 0) + captions["checked"]
-    report["pages"][path] = {"math": math["count"], "images": len(images),
-                             "internal_links": len(internal), "colab_links": len(hrefs),
-                             "axe": {f"{x['impact']}: {x['id']}": len(x["nodes"])
-                                     for x in violations},
-                             "problems": len(problems)}
+    report["pages"][path] = {
+        "math": math["count"],
+        "images": len(images),
+        "internal_links": len(internal),
+        "colab_links": len(hrefs),
+        "axe": {f"{x['impact']}: {x['id']}": len(x["nodes"]) for x in violations},
+        "problems": len(problems),
+    }
     assert not problems, f"{path}:\n  " + "\n  ".join(problems)
 
 
@@ -474,8 +398,11 @@ def test_every_chapter_has_a_colab_link(site_dir):
 
 def test_a_widget_renders(visit, site_dir, report):
     """Pages with widget state show the live controls, rendered by the site's own manager."""
-    pages = [p for p in PAGES if (site_dir / p).exists()
-             and WIDGET_VIEW in (site_dir / p).read_text(encoding="utf-8")]
+    pages = [
+        p
+        for p in PAGES
+        if (site_dir / p).exists() and WIDGET_VIEW in (site_dir / p).read_text(encoding="utf-8")
+    ]
     if not pages:  # the chapters' explorers are Vega-Lite now (tests/test_explorers_browser.py)
         pytest.skip("no page in the table of contents shows an ipywidgets widget")
     for path in pages:
@@ -484,8 +411,10 @@ def test_a_widget_renders(visit, site_dir, report):
         widget.wait_for(state="visible", timeout=30_000)
         box = widget.bounding_box()
         assert box and box["height"] > 20, f"{path}: the widget is empty"
-        controls = v.page.locator(".widget-interact .widget-slider, .widget-interact select, "
-                                  ".widget-interact .widget-dropdown")
+        controls = v.page.locator(
+            ".widget-interact .widget-slider, .widget-interact select, "
+            ".widget-interact .widget-dropdown"
+        )
         assert controls.count() > 0, f"{path}: the widget has no controls"
         widget.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-widget.png"))
         assert not v.errors, f"{path}: JavaScript errors: {v.errors}"
@@ -513,12 +442,14 @@ def test_every_page_has_head_and_licence(site_dir):
     problems = []
     for path, html in _pages_html(site_dir).items():
         head = html.split("</head>", 1)[0]
-        for what, pattern in [("viewport", r'<meta name="viewport" content="width=device-width'),
-                              ("favicon", r'<link rel="icon" href="[^"]*favicon\.svg"'),
-                              ("description", r'<meta name="description" content="[^"]{20,}"'),
-                              ("og:title", r'<meta property="og:title" content="[^"]+"'),
-                              ("og:description", r'<meta property="og:description" content="[^"]+"'),
-                              ("twitter:card", r'<meta name="twitter:card" content="summary"')]:
+        for what, pattern in [
+            ("viewport", r'<meta name="viewport" content="width=device-width'),
+            ("favicon", r'<link rel="icon" href="[^"]*favicon\.svg"'),
+            ("description", r'<meta name="description" content="[^"]{20,}"'),
+            ("og:title", r'<meta property="og:title" content="[^"]+"'),
+            ("og:description", r'<meta property="og:description" content="[^"]+"'),
+            ("twitter:card", r'<meta name="twitter:card" content="summary"'),
+        ]:
             if not re.search(pattern, head):
                 problems.append(f"{path}: no {what} in <head>")
         footer = "".join(part.split("</footer>", 1)[0] for part in html.split("<footer")[1:])
@@ -543,15 +474,27 @@ def test_heavy_scripts_only_where_needed(site_dir):
             problems.append(f"{path}: has math but does not load MathJax")
         loads_widgets = "embed-amd.js" in html
         if loads_widgets != (WIDGET_VIEW in html):
-            problems.append(f"{path}: widget manager {'loaded' if loads_widgets else 'missing'} "
-                            f"but {'no' if loads_widgets else 'a'} widget view on the page")
+            problems.append(
+                f"{path}: widget manager {'loaded' if loads_widgets else 'missing'} "
+                f"but {'no' if loads_widgets else 'a'} widget view on the page"
+            )
     assert not list(site_dir.rglob("axe*.js")), "axe-core is test-only: it must not be in the site"
     assert not problems, "\n".join(problems)
 
 
 #: What a print of a number, tensor or array leaves behind instead of the number.
-REPRS = ("np.float64(", "tensor(", "[['", "torch.Size(", "array(", "dtype=", "device=", "grad_fn=",
-         "Parameter containing", "object at 0x")
+REPRS = (
+    "np.float64(",
+    "tensor(",
+    "[['",
+    "torch.Size(",
+    "array(",
+    "dtype=",
+    "device=",
+    "grad_fn=",
+    "Parameter containing",
+    "object at 0x",
+)
 FLOAT_NOISE = re.compile(r"\d\.\d*(?:0{7,}|9{7,})\d")  # 0.30000000000000004
 
 
@@ -595,14 +538,16 @@ def test_no_python_reprs_in_outputs(site_dir):
     noise (``0.30000000000000004``), on every page. (Code, inline or in cells, is code.)"""
     found = _repr_offenders(site_dir)
     assert not found, "reprs or float noise shown to readers:\n" + "\n".join(
-        f"{p}: {h[:3]}" for p, h in found.items())
+        f"{p}: {h[:3]}" for p, h in found.items()
+    )
 
 
 def test_worksheets_read_well_on_a_phone(browser, base_url, site_dir):
     """Chapter 5's worksheets and answer keys: a viewport, no sideways scrolling on a phone, no
     Python reprs, and a link back to their chapter that resolves."""
     sheets = sorted(site_dir.glob("_downloads/*/*_worksheet.html")) + sorted(
-        site_dir.glob("_downloads/*/*_answers.html"))
+        site_dir.glob("_downloads/*/*_answers.html")
+    )
     assert len(sheets) == 12, f"expected 6 worksheets and 6 keys, found {len(sheets)}"
     ctx = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
     page = ctx.new_page()
@@ -616,8 +561,9 @@ def test_worksheets_read_well_on_a_phone(browser, base_url, site_dir):
             if any(r in html for r in REPRS) or "['" in html:
                 problems.append(f"{rel}: shows a Python repr")
             page.goto(base_url + rel)
-            width = page.evaluate("document.documentElement.scrollWidth - "
-                                  "document.documentElement.clientWidth")
+            width = page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
             if width > 1:
                 problems.append(f"{rel}: {width}px wider than a phone")
             back = page.locator("nav a", has_text="Back to")

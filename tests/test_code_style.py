@@ -1,6 +1,7 @@
 """The code a reader sees on the site fits the code box: every shown code cell is formatted by
 ruff (tools/format_code.py, settings in pyproject.toml) and no line of it is wider than
 WIDTH columns, ``glue(...)`` bookkeeping aside (the site hides it: book/_ext/course_glue.py)."""
+
 import sys
 
 import pytest
@@ -19,15 +20,22 @@ def test_code_cells_are_formatted(page):
     text = (ROOT / page).read_text()
     assert format_page(text) == text, (
         f"{page}: code cells are not formatted; run "
-        f"`python -m tools.format_code {page} && python -m tools.colab {page}`")
+        f"`python -m tools.format_code {page} && python -m tools.colab {page}`"
+    )
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_shown_code_fits_the_code_box(page):
-    wide = [line for cell in code_cells((ROOT / page).read_text())
-            for line in strip_glue(cell).splitlines() if len(line) > WIDTH]
-    assert not wide, (f"{page}: {len(wide)} code line(s) wider than {WIDTH} columns (ruff cannot "
-                      f"split strings or comments: split them by hand), e.g. {wide[0]!r}")
+    wide = [
+        line
+        for cell in code_cells((ROOT / page).read_text())
+        for line in strip_glue(cell).splitlines()
+        if len(line) > WIDTH
+    ]
+    assert not wide, (
+        f"{page}: {len(wide)} code line(s) wider than {WIDTH} columns (ruff cannot "
+        f"split strings or comments: split them by hand), e.g. {wide[0]!r}"
+    )
 
 
 def test_format_page_touches_only_shown_code():

@@ -1,4 +1,5 @@
 """The configuration the book relies on (Jupyter Book silently ignores misspelled keys)."""
+
 import json
 from pathlib import Path
 
@@ -6,12 +7,18 @@ import jupyter_book
 import yaml
 
 from tools import ROOT
+
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 _JB = Path(jupyter_book.__file__).parent
 DEFAULTS = yaml.safe_load((_JB / "default_config.yml").read_text())
 # the schema knows a few top-level keys the defaults leave out (e.g. bibtex_bibfiles)
-DEFAULTS.update({k: None for k in json.loads((_JB / "config_schema.json").read_text())["properties"]
-                 if k not in DEFAULTS})
+DEFAULTS.update(
+    {
+        k: None
+        for k in json.loads((_JB / "config_schema.json").read_text())["properties"]
+        if k not in DEFAULTS
+    }
+)
 # Keys a project may add that Jupyter Book's defaults do not list.
 EXTRA_ALLOWED = {("sphinx", "recursive_update"), ("sphinx", "local_extensions"), ("course",)}
 
@@ -23,7 +30,11 @@ def _unknown_keys(config, defaults, prefix=()):
             continue
         if not isinstance(defaults, dict) or key not in defaults:
             yield ".".join(map(str, path))
-        elif isinstance(value, dict) and path != ("sphinx", "config") and isinstance(defaults[key], dict):
+        elif (
+            isinstance(value, dict)
+            and path != ("sphinx", "config")
+            and isinstance(defaults[key], dict)
+        ):
             yield from _unknown_keys(value, defaults[key], path)
 
 
@@ -58,9 +69,11 @@ def test_no_static_folder_injecting_scripts():
 
 
 def test_requirements_pin_the_known_stack():
-    reqs = {line.split("==")[0].strip().lower(): line.split("==")[1].strip()
-            for line in (ROOT / "requirements.txt").read_text().splitlines()
-            if "==" in line and not line.lstrip().startswith("#")}
+    reqs = {
+        line.split("==")[0].strip().lower(): line.split("==")[1].strip()
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.lstrip().startswith("#")
+    }
     assert reqs["torch"] == "2.13.0"
     assert reqs["jupyter-book"] == "1.0.4.post1"
     assert reqs["nbval"] == "0.11.0"

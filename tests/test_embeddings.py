@@ -1,12 +1,20 @@
 """course_lib.labs.embeddings against torch.nn.functional and autograd."""
+
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.labs.embeddings import (cosine_matrix, embedding_lookup, group_similarity, one_hot,
-                                   toy_skipgram_pairs, toy_vocab, train_toy_embeddings)
+from course_lib.labs.embeddings import (
+    cosine_matrix,
+    embedding_lookup,
+    group_similarity,
+    one_hot,
+    toy_skipgram_pairs,
+    toy_vocab,
+    train_toy_embeddings,
+)
 
 
 def test_one_hot_matches_torch_and_has_no_similarity():

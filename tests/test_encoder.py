@@ -1,12 +1,21 @@
 """Encoders (course_lib.encoder) against PyTorch: the bidirectional block is
 nn.TransformerEncoderLayer(norm_first=True) without a mask; patches are F.unfold's; the MLM loss
 is F.cross_entropy over the chosen positions; the 80/10/10 rule holds in distribution."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.encoder import IGNORE_INDEX, Encoder, MaskedLM, PatchEmbedding, ViT, mask_tokens, patchify
+from course_lib.encoder import (
+    IGNORE_INDEX,
+    Encoder,
+    MaskedLM,
+    PatchEmbedding,
+    ViT,
+    mask_tokens,
+    patchify,
+)
 from course_lib.model import GPTConfig
 
 CFG = GPTConfig(vocab_size=13, block_size=10, n_layer=2, n_head=2, d_model=16)
@@ -14,8 +23,9 @@ CFG = GPTConfig(vocab_size=13, block_size=10, n_layer=2, n_head=2, d_model=16)
 
 def torch_layer_from(block) -> nn.TransformerEncoderLayer:
     """nn.TransformerEncoderLayer(norm_first=True, gelu) holding the weights of one course block."""
-    layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=64, dropout=0.0, activation="gelu",
-                                       batch_first=True, norm_first=True)
+    layer = nn.TransformerEncoderLayer(
+        16, 2, dim_feedforward=64, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+    )
     with torch.no_grad():
         layer.self_attn.in_proj_weight.copy_(block.attn.qkv.weight)
         layer.self_attn.in_proj_bias.copy_(block.attn.qkv.bias)
@@ -82,7 +92,9 @@ def test_patchify_matches_unfold():
     for p in (1, 2, 4):
         want = F.unfold(images, kernel_size=p, stride=p).transpose(1, 2)  # (B, N, C p p)
         torch.testing.assert_close(patchify(images, p), want)
-    torch.testing.assert_close(patchify(images[:, 0], 2), F.unfold(images[:, :1], 2, stride=2).transpose(1, 2))
+    torch.testing.assert_close(
+        patchify(images[:, 0], 2), F.unfold(images[:, :1], 2, stride=2).transpose(1, 2)
+    )
     with pytest.raises(ValueError, match="divide"):
         patchify(images, 3)
 
@@ -90,7 +102,8 @@ def test_patchify_matches_unfold():
 def test_patch_embedding_is_a_strided_convolution():
     emb = PatchEmbedding(2, 4, 16)
     images = torch.randn(3, 8, 8)
-    conv = F.conv2d(images[:, None], emb.proj.weight.view(16, 1, 2, 2), emb.proj.bias, stride=2)  # (B, d, 4, 4)
+    # (B, d, 4, 4)
+    conv = F.conv2d(images[:, None], emb.proj.weight.view(16, 1, 2, 2), emb.proj.bias, stride=2)
     torch.testing.assert_close(emb(images), conv.flatten(2).transpose(1, 2), rtol=1e-5, atol=1e-6)
 
 
@@ -101,7 +114,8 @@ def test_vit_shapes_and_cls_attention():
     maps = vit.attention_maps(images)
     assert len(maps) == 2 and maps[0].shape == (5, 4, 17, 17)
     torch.testing.assert_close(maps[-1].sum(-1), torch.ones(5, 4, 17))
-    # the logits are read from the CLS position only: changing the head's input elsewhere does nothing
+    # the logits are read from the CLS position only: changing the head's input elsewhere does
+    # nothing
     h = vit.encoder(vit.tokens(images))
     torch.testing.assert_close(vit(images), vit.head(h[:, 0]))
 
@@ -116,7 +130,8 @@ def test_mask_tokens_follows_the_80_10_10_rule():
     n = chosen.sum().item()
     assert abs(n / ids.numel() - 0.15) < 0.005
     masked = (inputs[chosen] == mask_id).float().mean().item()
-    kept = (inputs[chosen] == ids[chosen]).float().mean().item()  # 10 % kept + 10 % x (1/V) random hits
+    # 10 % kept + 10 % x (1/V) random hits
+    kept = (inputs[chosen] == ids[chosen]).float().mean().item()
     assert abs(masked - 0.8) < 0.01
     assert abs(kept - (0.1 + 0.1 / V)) < 0.01
     assert inputs.max().item() <= mask_id
@@ -133,7 +148,9 @@ def test_mlm_loss_reads_only_the_chosen_positions():
     torch.manual_seed(0)
     model = MaskedLM(CFG)
     ids = torch.randint(12, (4, 10))
-    inputs, targets = mask_tokens(ids, model.mask_id, 12, mask_prob=0.3, generator=torch.Generator().manual_seed(1))
+    inputs, targets = mask_tokens(
+        ids, model.mask_id, 12, mask_prob=0.3, generator=torch.Generator().manual_seed(1)
+    )
     logits, loss = model(inputs, targets)
     chosen = targets != IGNORE_INDEX
     torch.testing.assert_close(loss, F.cross_entropy(logits[chosen], ids[chosen]))

@@ -11,6 +11,7 @@ the optimiser's run (Chapter 7).
 
 Uses the site build of tests/test_browser.py (``COURSE_BROWSER_BUILD`` to point at your own).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,6 +19,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from browser_support import browser_js
 
 from course_lib.labs.attention_scaling import softmax_with_temperature
 from course_lib.labs.matrices import rotation_matrix
@@ -32,45 +34,28 @@ MARKER = f'class="{E.EXPLORER_CLASS}"'
 MOVES = {
     "book/02_matrix_core.html": [("theta_deg", 135), ("theta_deg", 300)],
     "book/03_embeddings.html": [("d_model", 8), ("max_offset", 200), ("p", 0), ("d_model", 256)],
-    "book/04_attention.html": [("d_k", 4096), ("scaling", "no scaling"), ("log10_factor", -1),
-                               ("d_k", 4)],
+    "book/04_attention.html": [
+        ("d_k", 4096),
+        ("scaling", "no scaling"),
+        ("log10_factor", -1),
+        ("d_k", 4),
+    ],
     "book/06_cross_entropy.html": [("z_target", -1.5), ("z_other", 2.25), ("z_target", 5)],
-    "book/07_gradients.html": [("log10_lr", -1), ("optimiser", "Adam"), ("surface", "rosenbrock"),
-                               ("optimiser", "momentum")],
+    "book/07_gradients.html": [
+        ("log10_lr", -1),
+        ("optimiser", "Adam"),
+        ("surface", "rosenbrock"),
+        ("optimiser", "momentum"),
+    ],
 }
 
 # Move one control: a select or range input by value plus input/change events, a radio by click.
-MOVE_JS = """([id, name, value]) => {
-  const controls = document.getElementById(id).querySelector(".course-vega-controls");
-  const el = controls.querySelector(`select[name="${name}"], input[type=range][name="${name}"]`);
-  if (el) {
-    el.value = String(value);
-    el.dispatchEvent(new Event("input", {bubbles: true}));
-    el.dispatchEvent(new Event("change", {bubbles: true}));
-    return true;
-  }
-  const radio = [...controls.querySelectorAll(`input[type=radio][name="${name}"]`)]
-    .find((r) => r.value === String(value));
-  if (radio) { radio.click(); return true; }
-  return false;
-}"""
+MOVE_JS = browser_js("explorer-move.js")
 
 # The live view's parameters and every dataset (rows without nested objects).
-STATE_JS = """async (id) => {
-  const root = document.getElementById(id), view = root.courseVegaView;
-  await view.runAsync();
-  const names = Object.keys(view.getState({data: vega.truthy, signals: vega.falsy,
-                                           recurse: false}).data);
-  const plain = (r) => Object.fromEntries(
-    Object.entries(r).filter(([, v]) => v === null || typeof v !== "object"));
-  const params = Object.fromEntries([...root.querySelectorAll(".course-vega-controls [name]")]
-    .map((el) => [el.name, view.signal(el.name)]));
-  const title = root.querySelector(".course-vega-chart svg .role-title-text text");
-  return {params, title: title && title.textContent,
-          data: Object.fromEntries(names.map((n) => [n, view.data(n).map(plain)]))};
-}"""
+STATE_JS = browser_js("explorer-state.js")
 
-SVG_JS = "(id) => document.getElementById(id).querySelector('.course-vega-chart svg').outerHTML"
+SVG_JS = browser_js("explorer-svg.js")
 
 
 @pytest.fixture(scope="session")
@@ -98,8 +83,11 @@ def page_factory(browser, base_url):
 
 
 def test_explorer_pages_are_the_expected_ones(site_dir):
-    found = sorted(p.relative_to(site_dir).as_posix() for p in site_dir.rglob("*.html")
-                   if MARKER in p.read_text(encoding="utf-8", errors="replace"))
+    found = sorted(
+        p.relative_to(site_dir).as_posix()
+        for p in site_dir.rglob("*.html")
+        if MARKER in p.read_text(encoding="utf-8", errors="replace")
+    )
     assert found == sorted(MOVES), found
     for path in found:
         html = (site_dir / path).read_text(encoding="utf-8")
@@ -109,7 +97,9 @@ def test_explorer_pages_are_the_expected_ones(site_dir):
             assert f"_static/course-assets/vega/{lib}" in head, f"{path}: {lib} not loaded"
     for other in site_dir.rglob("*.html"):  # and nowhere else
         if other.relative_to(site_dir).as_posix() not in MOVES:
-            assert "course-assets/vega/" not in other.read_text(encoding="utf-8", errors="replace"), other
+            assert "course-assets/vega/" not in other.read_text(
+                encoding="utf-8", errors="replace"
+            ), other
 
 
 @pytest.mark.parametrize("path", sorted(MOVES))
@@ -121,7 +111,9 @@ def test_every_control_moves_the_figure(path, page_factory):
         div_id = root.get_attribute("id")
         chart = root.locator(".course-vega-chart")
         assert chart.get_attribute("role") == "img" and chart.get_attribute("aria-label")
-        names = {el.get_attribute("name") for el in root.locator(".course-vega-controls [name]").all()}
+        names = {
+            el.get_attribute("name") for el in root.locator(".course-vega-controls [name]").all()
+        }
         assert names == {name for name, _ in MOVES[path]}, f"{path}: controls {names}"
         check_values(path, page.evaluate(STATE_JS, div_id))  # the initial setting too
         for name, value in MOVES[path]:
@@ -169,14 +161,17 @@ def check_values(path: str, state: dict) -> None:
         assert torch.allclose(got, expected, atol=2e-5)
     elif path.endswith("04_attention.html"):
         d_k = int(s["d_k"])
-        scale = 10 ** float(s["log10_factor"]) / (math.sqrt(d_k) if s["scaling"] == E.SCALINGS[0] else 1.0)
+        scale = 10 ** float(s["log10_factor"]) / (
+            math.sqrt(d_k) if s["scaling"] == E.SCALINGS[0] else 1.0
+        )
         expected = softmax_with_temperature(E.attention_scores(d_k).double(), scale)  # (8,)
         rows = sorted(_rows(data, "key", "weight"), key=lambda r: r["key"])
         got = torch.tensor([r["weight"] for r in rows], dtype=torch.float64)
         assert torch.allclose(got, expected, atol=1e-5), (s, got, expected)
     elif path.endswith("06_cross_entropy.html"):
-        z = torch.tensor([[float(s["z_target"]), float(s["z_other"])]], dtype=torch.float64,
-                         requires_grad=True)
+        z = torch.tensor(
+            [[float(s["z_target"]), float(s["z_other"])]], dtype=torch.float64, requires_grad=True
+        )
         loss = F.cross_entropy(z, torch.tensor([0]))
         (grad,) = torch.autograd.grad(loss, z)  # (1, 2)
         here = _rows(data, "loss_here")[0]
@@ -187,26 +182,31 @@ def check_values(path: str, state: dict) -> None:
         assert [probs["target"], probs["other"]] == pytest.approx(p.tolist(), rel=1e-12)
     elif path.endswith("07_gradients.html"):
         surface, optimiser, log10_lr = s["surface"], s["optimiser"], round(float(s["log10_lr"]), 1)
-        path_, losses = optimise_2d(optimiser, 10 ** log10_lr, steps=60, start=E.STARTS[surface],
-                                    surface=surface)
+        path_, losses = optimise_2d(
+            optimiser, 10**log10_lr, steps=60, start=E.STARTS[surface], surface=surface
+        )
         status = "diverged" if losses[-1] > losses[0] else f"loss {losses[-1]:.2e}"
         assert _rows(data, "run_label")[0]["run_label"] == f"{len(path_) - 1} steps: {status}"
         points = sorted(_rows(data, "px", "py"), key=lambda r: r["step"])
         assert [points[0]["px"], points[0]["py"]] == pytest.approx(list(E.STARTS[surface]))
         assert [points[-1]["px"], points[-1]["py"]] == pytest.approx(
-            path_[(abs(path_) < 1e3).all(axis=1)][-1].tolist(), abs=0.006)
+            path_[(abs(path_) < 1e3).all(axis=1)][-1].tolist(), abs=0.006
+        )
 
 
 def expected_title(path: str, s: dict) -> str:
     """The title the chapter's Python figure had for the same setting."""
     if path.endswith("02_matrix_core.html"):
         R = rotation_matrix(math.radians(float(s["theta_deg"])))  # (2, 2)
-        c, sn, ms = (f"{round(v, 2) + 0.0:.2f}" for v in (R[0, 0].item(), R[1, 0].item(), -R[1, 0].item()))
+        c, sn, ms = (
+            f"{round(v, 2) + 0.0:.2f}" for v in (R[0, 0].item(), R[1, 0].item(), -R[1, 0].item())
+        )
         return f"θ = {float(s['theta_deg']):.0f}°:  R = [[{c}, {ms}], [{sn}, {c}]]"
     if path.endswith("03_embeddings.html"):
         return f"d_model = {int(s['d_model'])}, starting at p = {int(s['p'])}"
     if path.endswith("04_attention.html"):
-        return f"d_k = {int(s['d_k'])}, {s['scaling']}, extra factor {10 ** float(s['log10_factor']):.2f}"
+        factor = 10 ** float(s["log10_factor"])
+        return f"d_k = {int(s['d_k'])}, {s['scaling']}, extra factor {factor:.2f}"
     if path.endswith("06_cross_entropy.html"):
         z = torch.tensor([float(s["z_target"]), float(s["z_other"])], dtype=torch.float64)
         loss = F.cross_entropy(z[None], torch.tensor([0])).item()

@@ -13,13 +13,13 @@ desktop (book/_ext/course_figures.py, course_lib.viz.plotting.narrow_layout).
 Uses the site build of tests/test_browser.py (``COURSE_BROWSER_BUILD`` to point at your own);
 element screenshots of the figures on the phone go to ``screenshots/figures/``.
 """
+
 from __future__ import annotations
 
 import re
 
 import pytest
-
-from browser_support import SCREENSHOTS, source_root, toc_pages
+from browser_support import SCREENSHOTS, browser_js, source_root, toc_pages
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -63,25 +63,7 @@ def expected_figures() -> dict[str, set[str]]:
     return out
 
 
-FIGURES_JS = """() => [...document.querySelectorAll("figure")].map((f) => {
-  const pic = f.querySelector("picture.course-narrow-figure");
-  const img = f.querySelector("img");
-  const src = pic && pic.querySelector("source");
-  const link = img && img.closest("a.course-zoom");
-  const num = f.querySelector("figcaption .caption-number");
-  const cap = f.querySelector("figcaption .caption-text");
-  return {
-    id: f.id, narrow: !!pic,
-    current: img && img.currentSrc, wide: img && img.src,
-    narrowSrc: src && new URL(src.getAttribute("srcset"), document.baseURI).href,
-    natural: img && img.naturalWidth, shown: img && img.getBoundingClientRect().width,
-    right: img && img.getBoundingClientRect().right, complete: img && img.complete,
-    alt: img && img.getAttribute("alt"), link: link && link.href,
-    number: num && num.textContent.trim(), caption: cap && cap.textContent.trim(),
-    panels: pic && +pic.dataset.panels, grid: pic && pic.dataset.grid,
-    tickPt: pic && +pic.dataset.tickPt,
-  };
-})"""
+FIGURES_JS = browser_js("figures.js")
 
 
 @pytest.fixture(scope="session")
@@ -109,11 +91,19 @@ def test_every_side_by_side_figure_has_a_narrow_layout(figure_pages):
 
 
 def _open(browser, base_url, path, viewport):
-    context = browser.new_context(viewport=viewport, device_scale_factor=2 if viewport is PHONE else 1,
-                                  is_mobile=viewport is PHONE, has_touch=viewport is PHONE)
+    context = browser.new_context(
+        viewport=viewport,
+        device_scale_factor=2 if viewport is PHONE else 1,
+        is_mobile=viewport is PHONE,
+        has_touch=viewport is PHONE,
+    )
     fetched: list[str] = []
-    context.route("**/*", lambda r: r.continue_() if r.request.url.startswith((base_url, "data:", "blob:"))
-                  else r.abort())
+    context.route(
+        "**/*",
+        lambda r: (
+            r.continue_() if r.request.url.startswith((base_url, "data:", "blob:")) else r.abort()
+        ),
+    )
     page = context.new_page()
     page.on("request", lambda req: fetched.append(req.url))
     page.goto(base_url + path, wait_until="load")
@@ -149,9 +139,14 @@ def test_narrow_on_a_phone_wide_on_a_desktop(viewport, figure_pages, browser, ba
             for fid, fig in figs.items():
                 where = f"{path}#{fid}"
                 issues = _common_checks(fig, base_url)
-                shown, hidden = (fig["narrowSrc"], fig["wide"]) if phone else (fig["wide"], fig["narrowSrc"])
+                shown, hidden = (
+                    (fig["narrowSrc"], fig["wide"]) if phone else (fig["wide"], fig["narrowSrc"])
+                )
                 if fig["current"] != shown:
-                    issues.append(f"shows {fig['current']}, expected the {'narrow' if phone else 'wide'} layout")
+                    issues.append(
+                        f"shows {fig['current']}, expected the {'narrow' if phone else 'wide'} "
+                        "layout"
+                    )
                 if hidden in fetched:
                     issues.append("fetched the layout it does not show")
                 if phone:
@@ -164,11 +159,15 @@ def test_narrow_on_a_phone_wide_on_a_desktop(viewport, figure_pages, browser, ba
                     out = SCREENSHOTS / "figures"
                     out.mkdir(parents=True, exist_ok=True)
                     name = path.rsplit("/", 1)[-1].removesuffix(".html")
-                    page.locator(f"figure#{fid}").screenshot(path=str(out / f"{name}-{fid}-phone.png"))
+                    page.locator(f"figure#{fid}").screenshot(
+                        path=str(out / f"{name}-{fid}-phone.png")
+                    )
                 problems += [f"{where}: {i}" for i in issues]
         finally:
             context.close()
     assert not problems, "\n".join(problems)
     if phone:
-        print("\nsmallest tick labels on a 390 px phone (CSS px):",
-              ", ".join(f"{k.split('/')[-1]} {v}" for k, v in sorted(smallest.items())))
+        print(
+            "\nsmallest tick labels on a 390 px phone (CSS px):",
+            ", ".join(f"{k.split('/')[-1]} {v}" for k, v in sorted(smallest.items())),
+        )

@@ -6,10 +6,10 @@ the two first levels use no mathematics, and the Researcher tab cites a work of
 ``book/references.bib``. The paired notebook (what Colab opens) shows the tabs as plain
 paragraphs, never as raw ``{tab-set}`` fences.
 """
+
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -17,10 +17,14 @@ from tools import ROOT
 
 CHAPTERS = sorted((ROOT / "book").glob("0[1-8]_*.md"))
 LEVELS = ["Child", "Teenager", "Undergraduate", "Graduate", "Researcher"]
-TAB_SET = re.compile(r"^(?P<fence>:{4,})\{tab-set\}[ \t]*\n(?P<body>.*?)^(?P=fence)[ \t]*$",
-                     re.M | re.S)
-TAB_ITEM = re.compile(r"^(?P<fence>:{3})\{tab-item\}[ \t]*(?P<label>.*?)[ \t]*\n(?P<body>.*?)"
-                      r"^(?P=fence)[ \t]*$", re.M | re.S)
+TAB_SET = re.compile(
+    r"^(?P<fence>:{4,})\{tab-set\}[ \t]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.M | re.S
+)
+TAB_ITEM = re.compile(
+    r"^(?P<fence>:{3})\{tab-item\}[ \t]*(?P<label>.*?)[ \t]*\n(?P<body>.*?)"
+    r"^(?P=fence)[ \t]*$",
+    re.M | re.S,
+)
 CITE = re.compile(r"\{cite:[pt]\}`([^`]+)`")
 
 
@@ -31,8 +35,11 @@ def _bib_keys() -> set[str]:
 
 def _five_level_sets(text: str) -> list[str]:
     """Bodies of the tab sets with class five-levels."""
-    return [m.group("body") for m in TAB_SET.finditer(text)
-            if re.search(r"^:class:.*\bfive-levels\b", m.group("body"), re.M)]
+    return [
+        m.group("body")
+        for m in TAB_SET.finditer(text)
+        if re.search(r"^:class:.*\bfive-levels\b", m.group("body"), re.M)
+    ]
 
 
 def test_every_chapter_of_parts_one_and_two_is_covered():
@@ -47,11 +54,14 @@ def test_chapter_has_one_five_level_tab_set(md):
     assert len(sets) == 1, f"{md.name}: {len(sets)} five-levels tab sets, expected exactly 1"
     section = text.index("\n## The idea at five levels\n")
     assert text.index(sets[0]) > section, f"{md.name}: the tab set is not in its section"
-    assert "\n## " not in text[section + 1:text.index(sets[0])], (
-        f"{md.name}: another section starts between the heading and the tab set")
+    assert "\n## " not in text[section + 1 : text.index(sets[0])], (
+        f"{md.name}: another section starts between the heading and the tab set"
+    )
 
     items = [(m.group("label"), m.group("body").strip()) for m in TAB_ITEM.finditer(sets[0])]
-    assert [label for label, _ in items] == LEVELS, f"{md.name}: tabs {items and [l for l, _ in items]}"
+    assert [label for label, _ in items] == LEVELS, (
+        f"{md.name}: tabs {items and [label for label, _ in items]}"
+    )
     for label, body in items:
         words = len(body.split())
         assert 30 <= words <= 150, f"{md.name}, {label}: {words} words (keep each level short)"
@@ -69,6 +79,7 @@ def test_chapter_has_one_five_level_tab_set(md):
 def test_paired_notebook_shows_the_levels_as_plain_markdown(md):
     ipynb = md.with_suffix(".ipynb").read_text(encoding="utf-8")
     assert "{tab-set}" not in ipynb and "{tab-item}" not in ipynb, (
-        f"{md.with_suffix('.ipynb').name}: raw tab-set fences (run `python -m tools.colab`)")
+        f"{md.with_suffix('.ipynb').name}: raw tab-set fences (run `python -m tools.colab`)"
+    )
     for level in LEVELS:
         assert f"**{level}.**" in ipynb, f"{md.with_suffix('.ipynb').name}: no **{level}.**"

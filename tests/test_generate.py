@@ -1,5 +1,6 @@
 """course_lib.generate: decoding filters checked against brute-force loops and Hugging Face's
 documented semantics; generation with a KV cache checked against recomputing every prefix."""
+
 from __future__ import annotations
 
 import math
@@ -8,8 +9,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.generate import (apply_repetition_penalty, apply_temperature, distinct_n, generate, sample_next,
-                                 sequence_log_likelihood, top_k_filter, top_p_filter)
+from course_lib.generate import (
+    apply_repetition_penalty,
+    apply_temperature,
+    distinct_n,
+    generate,
+    sample_next,
+    sequence_log_likelihood,
+    top_k_filter,
+    top_p_filter,
+)
 from course_lib.model import GPTConfig, MiniGPT
 
 CFG = dict(vocab_size=23, block_size=16, n_layer=2, n_head=4, d_model=32)
@@ -29,6 +38,7 @@ def _logits(B=4, V=30, seed=0):
 
 
 # -- filters --------------------------------------------------------------------------------------
+
 
 def _top_p_by_hand(row: list[float], p: float) -> set[int]:
     """The nucleus, as the definition says: walk the tokens from most to least likely and stop
@@ -54,11 +64,12 @@ def test_top_p_keeps_the_smallest_set_reaching_p(p):
         kept = set(torch.nonzero(torch.isfinite(filtered)).flatten().tolist())
         assert kept == _top_p_by_hand(row, p)
         fin = torch.isfinite(filtered)
-        assert torch.equal(filtered[fin], torch.tensor(row, dtype=torch.float64)[fin])  # kept logits unchanged
+        # kept logits unchanged
+        assert torch.equal(filtered[fin], torch.tensor(row, dtype=torch.float64)[fin])
 
 
 def test_top_p_matches_hugging_face_ascending_formulation():
-    """HF TopPLogitsWarper: sort ascending, remove tokens whose cumulative probability is <= 1 - p."""
+    """HF TopPLogitsWarper: sort ascending, drop tokens whose cumulative probability is <= 1 - p."""
     logits = _logits(5, 50, seed=2)
     for p in (0.2, 0.7, 0.95):
         sorted_logits, idx = torch.sort(logits, descending=False)
@@ -109,11 +120,15 @@ def test_temperature_and_sample_next():
     logits = _logits(3, 12, seed=5).float()
     assert torch.allclose(apply_temperature(logits, 0.5).softmax(-1), (logits * 2).softmax(-1))
     assert torch.equal(sample_next(logits, temperature=0), logits.argmax(-1, keepdim=True))
-    assert torch.equal(sample_next(logits, top_k=1, generator=torch.Generator().manual_seed(0)),
-                       logits.argmax(-1, keepdim=True))
+    assert torch.equal(
+        sample_next(logits, top_k=1, generator=torch.Generator().manual_seed(0)),
+        logits.argmax(-1, keepdim=True),
+    )
     # draws follow the filtered distribution: empirical frequencies match the softmax
     row = logits[:1].expand(20000, 12)
-    draws = sample_next(row, temperature=0.7, top_p=0.8, generator=torch.Generator().manual_seed(1))[:, 0]
+    draws = sample_next(
+        row, temperature=0.7, top_p=0.8, generator=torch.Generator().manual_seed(1)
+    )[:, 0]
     freq = torch.bincount(draws, minlength=12).float() / 20000
     want = F.softmax(top_p_filter(logits[:1] / 0.7, 0.8), -1)[0]
     assert (freq - want).abs().max() < 0.02
@@ -130,27 +145,51 @@ def test_distinct_n_and_log_likelihood():
     with pytest.raises(ValueError, match="shorter"):
         distinct_n([1], 2)
     model = _model()
-    ids = torch.randint(23, (1, 40), generator=torch.Generator().manual_seed(0))  # longer than block_size 16
+    # longer than block_size 16
+    ids = torch.randint(23, (1, 40), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         for start in (1, 5, 16, 23):
             # token t scored by a separate forward pass on the (at most 16) tokens before it
-            want = [float(F.log_softmax(model(ids[:, max(0, t - 16):t])[0][0, -1].double(), -1)[ids[0, t]])
-                    for t in range(start, 40)]
-            assert sequence_log_likelihood(model, ids, start) == pytest.approx(sum(want) / len(want), abs=1e-5)
+            want = [
+                float(
+                    F.log_softmax(model(ids[:, max(0, t - 16) : t])[0][0, -1].double(), -1)[
+                        ids[0, t]
+                    ]
+                )
+                for t in range(start, 40)
+            ]
+            assert sequence_log_likelihood(model, ids, start) == pytest.approx(
+                sum(want) / len(want), abs=1e-5
+            )
 
 
 # -- generation with and without the KV cache -----------------------------------------------------
 
-@pytest.mark.parametrize("kw", [{}, {"pos": "rope"}, {"n_kv_heads": 1}, {"pos": "rope", "n_kv_heads": 2}])
-@pytest.mark.parametrize("sampling", [dict(temperature=0), dict(temperature=1.0, top_p=0.9, repetition_penalty=1.2)])
+
+@pytest.mark.parametrize(
+    "kw", [{}, {"pos": "rope"}, {"n_kv_heads": 1}, {"pos": "rope", "n_kv_heads": 2}]
+)
+@pytest.mark.parametrize(
+    "sampling", [dict(temperature=0), dict(temperature=1.0, top_p=0.9, repetition_penalty=1.2)]
+)
 def test_cache_gives_the_same_logits_as_recomputing_every_step(kw, sampling):
     """Every step's logits agree to float tolerance; the tokens are the same. 30 new tokens
     from a 4-token prompt pass block_size=16: the learned model then recomputes the window, the
     RoPE model slides its cache (and still equals recomputing the cropped window)."""
     model = _model(**kw)
     prompt = torch.randint(23, (2, 4), generator=torch.Generator().manual_seed(1))
-    runs = [generate(model, prompt, 30, generator=torch.Generator().manual_seed(2), use_cache=c,
-                     return_logits=True, **sampling) for c in (False, True)]
+    runs = [
+        generate(
+            model,
+            prompt,
+            30,
+            generator=torch.Generator().manual_seed(2),
+            use_cache=c,
+            return_logits=True,
+            **sampling,
+        )
+        for c in (False, True)
+    ]
     (ids_plain, logits_plain), (ids_cached, logits_cached) = runs
     assert torch.equal(ids_plain, ids_cached)
     assert len(logits_plain) == 30

@@ -1,5 +1,6 @@
 """book/_ext/course_glue.py: the site's code cells do not show ``glue(...)`` bookkeeping, and
 nothing else is taken from them."""
+
 import ast
 import html as html_lib
 import re
@@ -79,7 +80,10 @@ def test_methods_named_glue_and_other_calls():
     # An assignment from a call is computation a reader may need: kept.
     assert strip_glue("y = glue('x', 1)") == "y = glue('x', 1)"
     # An import that brings other names stays whole.
-    assert strip_glue("from course_lib import glue, plot\nplot()") == "from course_lib import glue, plot\nplot()"
+    assert (
+        strip_glue("from course_lib import glue, plot\nplot()")
+        == "from course_lib import glue, plot\nplot()"
+    )
 
 
 def test_a_cell_of_only_glue_becomes_empty_and_unparsable_source_is_kept():
@@ -90,7 +94,9 @@ def test_a_cell_of_only_glue_becomes_empty_and_unparsable_source_is_kept():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [f for f in toc_files() if "glue(" in (ROOT / f"{f}.md").read_text()])
+@pytest.mark.parametrize(
+    "page", [f for f in toc_files() if "glue(" in (ROOT / f"{f}.md").read_text()]
+)
 def test_built_pages_show_no_glue_but_keep_their_glued_values(built_book, page):
     text = (built_book / "html" / f"{page}.html").read_text()
     code = " ".join(re.findall(r'<div class="cell_input.*?</pre>', text, flags=re.S))

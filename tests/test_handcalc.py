@@ -1,4 +1,5 @@
 """course_lib.handcalc against torch autograd (float64) and finite differences."""
+
 from __future__ import annotations
 
 import math
@@ -15,9 +16,9 @@ RNG = np.random.default_rng(0)
 SEQS = [(["A", "B"], "C"), (["A", "A"], "D"), (["B", "A"], "C"), (["C", "D", "A"], "B")]
 
 
-
 # float64 as the default dtype for this module only (see conftest.float64_default).
 pytestmark = pytest.mark.usefixtures("float64_default")
+
 
 def random_params(scale=1.0) -> hc.Params:
     return hc.Params(*(scale * RNG.normal(size=s) for s in [(2, 2), (2, 2), (2, 2), (2, 4)]))
@@ -73,10 +74,19 @@ def test_intermediate_gradients_match_autograd():
     for t in (scores, scaled, weights, out, logits):
         t.retain_grad()
     F.cross_entropy(logits[None], torch.tensor([3])).backward()
-    pairs = {"d_logits": logits, "d_weights": weights, "d_scaled": scaled, "d_scores": scores,
-             "d_Q": Q, "d_K": K, "d_V": V}
+    pairs = {
+        "d_logits": logits,
+        "d_weights": weights,
+        "d_scaled": scaled,
+        "d_scores": scores,
+        "d_Q": Q,
+        "d_K": K,
+        "d_V": V,
+    }
     for name, t in pairs.items():
-        np.testing.assert_allclose(getattr(g, name), t.grad.numpy(), rtol=1e-9, atol=1e-13, err_msg=name)
+        np.testing.assert_allclose(
+            getattr(g, name), t.grad.numpy(), rtol=1e-9, atol=1e-13, err_msg=name
+        )
     np.testing.assert_allclose(g.d_h, out.grad[-1].numpy(), rtol=1e-9, atol=1e-13)
     np.testing.assert_allclose(f.weights, weights.detach().numpy(), rtol=1e-12)
 
@@ -147,7 +157,9 @@ def test_batch_gradient_is_mean_and_training_learns_the_patterns():
 
 
 def test_ffn_forward_backward_against_torch():
-    fp = hc.FFNParams(RNG.normal(size=(2, 3)), RNG.normal(size=3), RNG.normal(size=(3, 2)), RNG.normal(size=2))
+    fp = hc.FFNParams(
+        RNG.normal(size=(2, 3)), RNG.normal(size=3), RNG.normal(size=(3, 2)), RNG.normal(size=2)
+    )
     x = RNG.normal(size=(4, 2))
     d_out = RNG.normal(size=(4, 2))
     f = hc.ffn_forward(fp, x)
@@ -195,8 +207,9 @@ class TorchTransformer(torch.nn.Module):
 
     def __init__(self, params: dict):
         super().__init__()
-        self.p = torch.nn.ParameterDict({k.replace(".", "_"): torch.nn.Parameter(torch.tensor(v))
-                                         for k, v in params.items()})
+        self.p = torch.nn.ParameterDict(
+            {k.replace(".", "_"): torch.nn.Parameter(torch.tensor(v)) for k, v in params.items()}
+        )
 
     def forward(self, tokens, target):
         P = lambda k: self.p[k.replace(".", "_")]  # noqa: E731
@@ -205,11 +218,19 @@ class TorchTransformer(torch.nn.Module):
         mask = torch.ones(T, T, dtype=torch.bool).tril()
         for i in (1, 2):
             a = F.layer_norm(h, (2,), P(f"block{i}.ln1.g"), P(f"block{i}.ln1.b"))
-            att = F.scaled_dot_product_attention((a @ P(f"block{i}.W_Q"))[None], (a @ P(f"block{i}.W_K"))[None],
-                                                 (a @ P(f"block{i}.W_V"))[None], attn_mask=mask)[0]
+            att = F.scaled_dot_product_attention(
+                (a @ P(f"block{i}.W_Q"))[None],
+                (a @ P(f"block{i}.W_K"))[None],
+                (a @ P(f"block{i}.W_V"))[None],
+                attn_mask=mask,
+            )[0]
             h = h + att
             m = F.layer_norm(h, (2,), P(f"block{i}.ln2.g"), P(f"block{i}.ln2.b"))
-            h = h + torch.relu(m @ P(f"block{i}.W1") + P(f"block{i}.b1")) @ P(f"block{i}.W2") + P(f"block{i}.b2")
+            h = (
+                h
+                + torch.relu(m @ P(f"block{i}.W1") + P(f"block{i}.b1")) @ P(f"block{i}.W2")
+                + P(f"block{i}.b2")
+            )
         z = F.layer_norm(h, (2,), P("lnf.g"), P("lnf.b"))[-1] @ P("W_O")
         return F.cross_entropy(z[None], torch.tensor([hc.VOCAB.index(target)]))
 
@@ -225,8 +246,9 @@ def test_transformer_gradients_against_autograd(random_start):
     tl.backward()
     assert loss == pytest.approx(tl.item(), rel=1e-12)
     for k in params:
-        np.testing.assert_allclose(grads[k], model.p[k.replace(".", "_")].grad.numpy(),
-                                   rtol=1e-7, atol=1e-10, err_msg=k)
+        np.testing.assert_allclose(
+            grads[k], model.p[k.replace(".", "_")].grad.numpy(), rtol=1e-7, atol=1e-10, err_msg=k
+        )
 
 
 def test_transformer_gradient_finite_differences():
@@ -242,8 +264,9 @@ def test_adamw_matches_torch():
     model = TorchTransformer(params)
     decay = [v for k, v in model.p.items() if "W" in k]
     rest = [v for k, v in model.p.items() if "W" not in k]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
-                            lr=0.01)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}], lr=0.01
+    )
     state = None
     for _ in range(5):
         _, g, _ = hc.transformer_loss(params)
@@ -252,7 +275,9 @@ def test_adamw_matches_torch():
         (sum(model(t, y) for t, y in hc.PATTERNS) / 3).backward()
         opt.step()
     for k, v in params.items():
-        np.testing.assert_allclose(v, model.p[k.replace(".", "_")].detach().numpy(), rtol=1e-9, atol=1e-12, err_msg=k)
+        np.testing.assert_allclose(
+            v, model.p[k.replace(".", "_")].detach().numpy(), rtol=1e-9, atol=1e-12, err_msg=k
+        )
 
 
 def test_bad_input_raises_clear_errors():
@@ -283,9 +308,11 @@ def test_math_mode_arithmetic_shows_the_same_numbers_typeset():
 
     rng = np.random.default_rng(0)
     a, b, bias = rng.normal(size=3), rng.normal(size=3), -0.15
-    for plain, tex in [(dot_str(a, b), dot_str(a, b, tex=True)),
-                       (affine_str(a, b, bias), affine_str(a, b, bias, tex=True)),
-                       (sum_str(a, 6), sum_str(a, 6, tex=True))]:
+    for plain, tex in [
+        (dot_str(a, b), dot_str(a, b, tex=True)),
+        (affine_str(a, b, bias), affine_str(a, b, bias, tex=True)),
+        (sum_str(a, 6), sum_str(a, 6, tex=True)),
+    ]:
         assert "\u2212" not in tex and "×" not in tex and "$" not in tex
         assert math_text(tex) == plain.replace("×", " × ").replace("\u2212", "-")
     assert "\\times" in dot_str(a, b, tex=True)
@@ -297,12 +324,15 @@ def test_math_mode_arithmetic_shows_the_same_numbers_typeset():
 def test_train_transformer_matches_torch_adamw_and_finds_the_first_learned_step():
     """train_transformer (Chapter 5.6's loop) against torch.optim.AdamW on the autograd model."""
     steps = 60
-    params, history, first = hc.train_transformer(hc.transformer_init(), steps=steps, lr=0.01, weight_decay=0.01)
+    params, history, first = hc.train_transformer(
+        hc.transformer_init(), steps=steps, lr=0.01, weight_decay=0.01
+    )
     model = TorchTransformer(hc.transformer_init())
     decay = [v for k, v in model.p.items() if "W" in k]
     rest = [v for k, v in model.p.items() if "W" not in k]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
-                            lr=0.01)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}], lr=0.01
+    )
     torch_history, torch_first = [], None
     for step in range(steps + 1):
         with torch.no_grad():  # prediction = the target with the lowest loss
@@ -318,4 +348,6 @@ def test_train_transformer_matches_torch_adamw_and_finds_the_first_learned_step(
     np.testing.assert_allclose(history, torch_history, rtol=1e-9)
     assert first == (torch_first if torch_first is not None and torch_first < steps else None)
     for k, v in params.items():
-        np.testing.assert_allclose(v, model.p[k.replace(".", "_")].detach().numpy(), rtol=1e-9, atol=1e-12, err_msg=k)
+        np.testing.assert_allclose(
+            v, model.p[k.replace(".", "_")].detach().numpy(), rtol=1e-9, atol=1e-12, err_msg=k
+        )

@@ -9,6 +9,7 @@
 These rules are what keeps ``import course_lib.model`` light for a training worker and a grading
 kernel; the last tests check that in a fresh interpreter.
 """
+
 from __future__ import annotations
 
 import ast
@@ -28,7 +29,8 @@ ALLOWED = {
     "viz": {"core", "viz"},
     "grading": {"grading"},
 }
-DISPLAY_LIBS = {"matplotlib", "myst_nb", "ipywidgets"}  # IPython: lazily, inside functions (checked below)
+# IPython: lazily, inside functions (checked below)
+DISPLAY_LIBS = {"matplotlib", "myst_nb", "ipywidgets"}
 
 
 def room_of(module: str) -> str:
@@ -66,8 +68,10 @@ def imports(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
 def _resolve(name: str, root: Path = ROOT) -> str:
     """A course_lib import that names a function (from .attention import x) -> its module."""
     parts = name.split(".")
-    while parts and not ((root.joinpath(*parts).with_suffix(".py")).exists()
-                         or (root.joinpath(*parts) / "__init__.py").exists()):
+    while parts and not (
+        (root.joinpath(*parts).with_suffix(".py")).exists()
+        or (root.joinpath(*parts) / "__init__.py").exists()
+    ):
         parts.pop()
     return ".".join(parts)
 
@@ -75,7 +79,9 @@ def _resolve(name: str, root: Path = ROOT) -> str:
 def violations(root: Path = ROOT) -> list[str]:
     """Every import in ``root/course_lib`` that breaks the rules above, as 'file:line why'."""
     bad = []
-    for path in sorted(p for p in (root / "course_lib").rglob("*.py") if "__pycache__" not in p.parts):
+    for path in sorted(
+        p for p in (root / "course_lib").rglob("*.py") if "__pycache__" not in p.parts
+    ):
         me = module_name(path, root)
         if me == "course_lib":
             continue  # the package front door re-exports core names and, lazily, viz names
@@ -105,11 +111,15 @@ def test_the_rule_checker_sees_violations(tmp_path):
         "course_lib/model.py": "from .labs import rope\n",
         "course_lib/attention.py": "import torch\n",
         "course_lib/labs/__init__.py": "",
-        "course_lib/labs/rope.py": "from ..attention import x\nfrom ..viz.plotting import new_figure\n",
+        "course_lib/labs/rope.py": (
+            "from ..attention import x\nfrom ..viz.plotting import new_figure\n"
+        ),
         "course_lib/viz/__init__.py": "",
         "course_lib/viz/plotting.py": "import matplotlib\nfrom ..attention import x\n",
         "course_lib/grading/__init__.py": "",
-        "course_lib/grading/checks.py": "import matplotlib.pyplot\nfrom course_lib.model import y\n",
+        "course_lib/grading/checks.py": (
+            "import matplotlib.pyplot\nfrom course_lib.model import y\n"
+        ),
     }
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -122,26 +132,47 @@ def test_the_rule_checker_sees_violations(tmp_path):
     assert any("checks.py:2 (grading) imports course_lib.model (core)" in g for g in got)
 
 
-HEAVY = ("matplotlib", "myst_nb", "nbformat", "nbval", "IPython", "ipywidgets", "pytest", "jupytext")
+HEAVY = (
+    "matplotlib",
+    "myst_nb",
+    "nbformat",
+    "nbval",
+    "IPython",
+    "ipywidgets",
+    "pytest",
+    "jupytext",
+)
 
 
-@pytest.mark.parametrize("modules", [
-    ["course_lib.model", "course_lib.train", "course_lib.attention"],
-    ["course_lib"],
-    ["course_lib.grading.checks"],
-])
+@pytest.mark.parametrize(
+    "modules",
+    [
+        ["course_lib.model", "course_lib.train", "course_lib.attention"],
+        ["course_lib"],
+        ["course_lib.grading.checks"],
+    ],
+)
 def test_core_imports_load_no_display_or_notebook_stack(modules):
     """A training worker (torchrun), a grading kernel and a plain ``import course_lib`` load
     torch, not the plotting or notebook stack."""
-    code = ("import sys\n" + "".join(f"import {m}\n" for m in modules)
-            + f"print(' '.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in modules)
+        + f"print(' '.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
     assert out.stdout.strip() == "", f"importing {modules} loaded {out.stdout.strip()}"
 
 
 def test_plotting_names_still_reachable_from_the_package():
     """Chapters write ``from course_lib import attention_heatmap, glue``: resolved on first use."""
-    code = ("import sys, course_lib\nassert 'matplotlib' not in sys.modules\n"
-            "from course_lib import attention_heatmap, glue\nprint('matplotlib' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    code = (
+        "import sys, course_lib\nassert 'matplotlib' not in sys.modules\n"
+        "from course_lib import attention_heatmap, glue\nprint('matplotlib' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
     assert out.stdout.strip() == "True"

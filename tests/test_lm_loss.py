@@ -1,4 +1,5 @@
 """course_lib.lm_loss against F.cross_entropy (with ignore_index and label_smoothing)."""
+
 import pytest
 import torch
 import torch.nn.functional as F

@@ -1,10 +1,18 @@
-"""LoRA (course_lib.lora) against plain PyTorch: the adapted layer is F.linear with W + (α/r) B A."""
+"""LoRA (course_lib.lora) against plain PyTorch: the adapted layer is F.linear with W + (α/r) BA."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.lora import LoRALinear, add_lora, count_trainable, lora_param_count, lora_parameters, merge_lora
+from course_lib.lora import (
+    LoRALinear,
+    add_lora,
+    count_trainable,
+    lora_param_count,
+    lora_parameters,
+    merge_lora,
+)
 from course_lib.model import GPTConfig, MiniGPT
 
 
@@ -62,7 +70,9 @@ def test_gradients_reach_only_the_adapters_and_the_named_head():
     h = model.ln_f(model.blocks[1](model.blocks[0](model.tok_emb(idx))))  # (3, 8, 16)
     model.head(h[:, -1]).square().sum().backward()
     with_grad = {n for n, p in model.named_parameters() if p.grad is not None}
-    want = {n for n, _ in model.named_parameters() if n.endswith((".A", ".B")) or n.startswith("head.")}
+    want = {
+        n for n, _ in model.named_parameters() if n.endswith((".A", ".B")) or n.startswith("head.")
+    }
     assert with_grad == want
     assert {n for n, p in model.named_parameters() if p.requires_grad} == want
 

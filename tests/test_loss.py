@@ -1,4 +1,5 @@
 """course_lib.loss against F.cross_entropy, autograd and finite differences."""
+
 import math
 
 import pytest
@@ -35,11 +36,14 @@ def test_cross_entropy_ignore_index_matches_torch(gen):
     padded = targets.clone()
     padded[[1, 4, 5]] = -1
     torch.testing.assert_close(
-        cross_entropy(logits, padded, ignore_index=-1), F.cross_entropy(logits, padded, ignore_index=-1)
+        cross_entropy(logits, padded, ignore_index=-1),
+        F.cross_entropy(logits, padded, ignore_index=-1),
     )
     # ignoring positions changes the loss exactly to the mean over the kept ones
     kept = [i for i in range(10) if i not in (1, 4, 5)]
-    torch.testing.assert_close(cross_entropy(logits, targets), cross_entropy(logits[kept], targets[kept]))
+    torch.testing.assert_close(
+        cross_entropy(logits, targets), cross_entropy(logits[kept], targets[kept])
+    )
 
 
 def test_cross_entropy_is_stable_for_extreme_logits():
@@ -49,7 +53,9 @@ def test_cross_entropy_is_stable_for_extreme_logits():
     assert torch.isfinite(loss)
     torch.testing.assert_close(loss, F.cross_entropy(logits, targets))
     naive = -torch.log(torch.softmax(logits, -1))[torch.arange(2), targets].mean()
-    assert not torch.isfinite(naive), "the naive form should overflow here (else this test proves nothing)"
+    assert not torch.isfinite(naive), (
+        "the naive form should overflow here (else this test proves nothing)"
+    )
 
 
 def test_cross_entropy_errors():

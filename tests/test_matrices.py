@@ -1,11 +1,18 @@
 """course_lib.labs.matrices against PyTorch's operators, autograd and finite differences."""
+
 import math
 
 import pytest
 import torch
 
-from course_lib.labs.matrices import (cosine_similarity, matmul_backward, matmul_by_hand,
-                                 matmul_entry_terms, pairwise_scores_loop, rotation_matrix)
+from course_lib.labs.matrices import (
+    cosine_similarity,
+    matmul_backward,
+    matmul_by_hand,
+    matmul_entry_terms,
+    pairwise_scores_loop,
+    rotation_matrix,
+)
 
 
 @pytest.mark.parametrize("n,m,p", [(1, 1, 1), (2, 2, 2), (3, 4, 2), (5, 1, 3)])
@@ -44,8 +51,10 @@ def test_pairwise_loop_equals_q_kt():
 
 def test_rotation_matrix_is_a_rotation():
     R = rotation_matrix(math.pi / 2)
-    torch.testing.assert_close(R @ torch.tensor([1.0, 0.0], dtype=torch.float64),
-                               torch.tensor([0.0, 1.0], dtype=torch.float64))
+    torch.testing.assert_close(
+        R @ torch.tensor([1.0, 0.0], dtype=torch.float64),
+        torch.tensor([0.0, 1.0], dtype=torch.float64),
+    )
     for a, b in [(0.3, 1.1), (-2.0, 0.7)]:
         Ra, Rb = rotation_matrix(a), rotation_matrix(b)
         torch.testing.assert_close(Ra @ Rb, rotation_matrix(a + b))  # angles add

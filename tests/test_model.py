@@ -1,7 +1,9 @@
-"""MiniGPT: shapes, causality, the two attention paths, parameter count, initial loss, generation."""
+"""MiniGPT: shapes, causality, both attention paths, parameter count, initial loss, generation."""
+
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 import torch
@@ -9,7 +11,11 @@ import torch.nn.functional as F
 
 from course_lib.attention import MultiHeadAttention
 from course_lib.loss import cross_entropy
-from course_lib.model import CausalSelfAttention, GPTConfig, MiniGPT, TorchEncoderGPT, flops_per_token
+from course_lib.model import CausalSelfAttention, GPTConfig, MiniGPT, flops_per_token
+from tools import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from torch_reference import TorchEncoderGPT  # noqa: E402  (the benchmarks' yardstick)
 
 CFG = dict(vocab_size=23, block_size=16, n_layer=2, n_head=4, d_model=32)
 
@@ -41,7 +47,12 @@ def test_attention_matches_course_lib_multihead_attention():
     with torch.no_grad():
         wq, wk, wv = ours.qkv.weight.split(32)
         bq, bk, bv = ours.qkv.bias.split(32)
-        for lin, w, b in ((ref.W_Q, wq, bq), (ref.W_K, wk, bk), (ref.W_V, wv, bv), (ref.W_O, ours.proj.weight, ours.proj.bias)):
+        for lin, w, b in (
+            (ref.W_Q, wq, bq),
+            (ref.W_K, wk, bk),
+            (ref.W_V, wv, bv),
+            (ref.W_O, ours.proj.weight, ours.proj.bias),
+        ):
             lin.weight.copy_(w)
             lin.bias.copy_(b)
     x = torch.randn(2, 9, 32)
@@ -132,12 +143,18 @@ def test_generate_shapes_topk_greedy_and_errors():
     model = _model()
     start = torch.zeros(2, 1, dtype=torch.long)
     out = model.generate(start, 30, generator=torch.Generator().manual_seed(0))
-    assert out.shape == (2, 31) and torch.equal(out[:, :1], start)  # longer than block_size: cropped context
+    # longer than block_size: cropped context
+    assert out.shape == (2, 31) and torch.equal(out[:, :1], start)
     g1 = model.generate(start, 5, temperature=0)
     logits = model(start)[0][:, -1]
     assert torch.equal(g1[:, 1], logits.argmax(-1))
     # top_k=1 is greedy whatever the temperature
-    assert torch.equal(model.generate(start, 5, temperature=2.0, top_k=1, generator=torch.Generator().manual_seed(5)), g1)
+    assert torch.equal(
+        model.generate(
+            start, 5, temperature=2.0, top_k=1, generator=torch.Generator().manual_seed(5)
+        ),
+        g1,
+    )
     a = model.generate(start, 8, top_k=3, generator=torch.Generator().manual_seed(7))
     b = model.generate(start, 8, top_k=3, generator=torch.Generator().manual_seed(7))
     assert torch.equal(a, b)
@@ -160,12 +177,14 @@ def test_bad_configs_and_inputs_raise_clear_errors():
 
 # -- encoder option, grouped-query attention, RoPE, KV cache ------------------------------------
 
+
 def test_bidirectional_block_sees_later_tokens_causal_does_not():
     """causal=False (an encoder): the output at position 0 depends on later tokens."""
     x = torch.randn(2, 7, 32, generator=torch.Generator().manual_seed(3))
     changed = x.clone()
     changed[:, 4:] = torch.randn(2, 3, 32, generator=torch.Generator().manual_seed(4))
     from course_lib.model import Block
+
     for causal in (True, False):
         torch.manual_seed(0)
         block = Block(GPTConfig(**CFG, causal=causal)).eval()
@@ -184,9 +203,14 @@ def test_bidirectional_attention_matches_torch_multihead_attention(kind):
         ref.in_proj_bias.copy_(ours.qkv.bias)
         ref.out_proj.load_state_dict(ours.proj.state_dict())
     x = torch.randn(2, 9, 32)
-    keep = torch.tensor([[True] * 9, [True] * 5 + [False] * 4])  # (B, T_k): padding in the second row
-    torch.testing.assert_close(ours(x, mask=keep[:, None, None, :])[:, :5], ref(x, x, x, key_padding_mask=~keep)[0][:, :5],
-                               rtol=1e-5, atol=1e-6)
+    # (B, T_k): padding in the second row
+    keep = torch.tensor([[True] * 9, [True] * 5 + [False] * 4])
+    torch.testing.assert_close(
+        ours(x, mask=keep[:, None, None, :])[:, :5],
+        ref(x, x, x, key_padding_mask=~keep)[0][:, :5],
+        rtol=1e-5,
+        atol=1e-6,
+    )
     torch.testing.assert_close(ours(x), ref(x, x, x, need_weights=False)[0], rtol=1e-5, atol=1e-6)
 
 
@@ -197,14 +221,18 @@ def _gqa_as_mha(gqa: MiniGPT) -> MiniGPT:
     mha = MiniGPT(GPTConfig(**{**cfg.to_dict(), "n_kv_heads": None}))
     state = gqa.state_dict()
     d, hd, H, Hkv = cfg.d_model, cfg.head_dim, cfg.n_head, cfg.kv_heads
+
+    def rep(t):  # (Hkv hd, ...) -> (H hd, ...): each key/value head copied for its query heads
+        shape = t.shape[1:]
+        return t.reshape(Hkv, hd, *shape).repeat_interleave(H // Hkv, dim=0).reshape(H * hd, *shape)
+
     for i in range(cfg.n_layer):
         for kind in ("weight", "bias"):
             key = f"blocks.{i}.attn.qkv.{kind}"
             if key not in state:
                 continue
             w = state[key]
-            q, k, v = w[:d], w[d:d + Hkv * hd], w[d + Hkv * hd:]
-            rep = lambda t: t.reshape(Hkv, hd, *t.shape[1:]).repeat_interleave(H // Hkv, dim=0).reshape(H * hd, *t.shape[1:])
+            q, k, v = w[:d], w[d : d + Hkv * hd], w[d + Hkv * hd :]
             state[key] = torch.cat([q, rep(k), rep(v)])
     mha.load_state_dict(state)
     return mha
@@ -245,21 +273,37 @@ def test_rope_model_scores_depend_only_on_offsets():
 
 
 def test_rope_attention_matches_rotated_reference():
-    """The model's RoPE path = rotate q and k with course_lib.labs.rope's apply_rope, then attend."""
+    """The model's RoPE path = rotate q and k with course_lib.labs.rope.apply_rope, then attend."""
     from course_lib.labs.rope import apply_rope
+
     cfg = GPTConfig(**CFG, pos="rope")
     torch.manual_seed(0)
     attn = CausalSelfAttention(cfg)
     x = torch.randn(2, 9, 32)
     q, k, v = attn.qkv(x).split(32, dim=2)
-    heads = lambda t: t.view(2, 9, 4, 8).transpose(1, 2)  # (B, H, T, hd)
+
+    def heads(t):
+        return t.view(2, 9, 4, 8).transpose(1, 2)  # (B, H, T, hd)
+
     q, k = apply_rope(heads(q)), apply_rope(heads(k))
-    out = F.scaled_dot_product_attention(q, k, heads(v), is_causal=True).transpose(1, 2).reshape(2, 9, 32)
+    out = (
+        F.scaled_dot_product_attention(q, k, heads(v), is_causal=True)
+        .transpose(1, 2)
+        .reshape(2, 9, 32)
+    )
     torch.testing.assert_close(attn(x), attn.proj(out), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("kw", [{}, {"pos": "rope"}, {"n_kv_heads": 2}, {"attention": "course_lib"},
-                                {"pos": "rope", "n_kv_heads": 1}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"pos": "rope"},
+        {"n_kv_heads": 2},
+        {"attention": "course_lib"},
+        {"pos": "rope", "n_kv_heads": 1},
+    ],
+)
 def test_kv_cache_forward_equals_full_forward_token_by_token(kw):
     model = _model(**kw).eval()
     idx = torch.randint(23, (2, 16))
@@ -267,23 +311,56 @@ def test_kv_cache_forward_equals_full_forward_token_by_token(kw):
     cache = model.new_cache()
     pieces = [model(idx[:, :5], cache=cache)[0]]  # a 5-token prompt, then one token at a time
     for t in range(5, 16):
-        pieces.append(model(idx[:, t:t + 1], cache=cache)[0])
+        pieces.append(model(idx[:, t : t + 1], cache=cache)[0])
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
     assert len(cache) == 16 and cache.pos == 16
     hd, n_kv = 8, model.cfg.kv_heads
-    assert cache.nbytes() == 2 * 2 * n_kv * hd * 4 * 16 * 2  # layers x (k, v) x B x n_kv x hd x bytes x T
+    # layers x (k, v) x B x n_kv x hd x bytes x T
+    assert cache.nbytes() == 2 * 2 * n_kv * hd * 4 * 16 * 2
     with pytest.raises(ValueError, match="block_size"):
         model(idx[:, :1], cache=cache)
 
 
 def test_kv_cache_bytes_formula():
     from course_lib.model import kv_cache_bytes
+
     model = _model(n_kv_heads=2).eval()
     cache = model.new_cache()
     model(torch.randint(23, (3, 11)), cache=cache)
     assert cache.nbytes() == kv_cache_bytes(2, 2, 8, tokens=11, batch=3)
     with pytest.raises(ValueError, match="n_kv_heads"):
         kv_cache_bytes(2, 0, 8)
+
+
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ({"d_model": 30, "n_head": 4}, "divisible"),
+        ({"n_head": 0}, "n_head"),
+        ({"n_layer": 0}, "n_layer"),
+        ({"block_size": -1}, "block_size"),
+        ({"vocab_size": 0}, "vocab_size"),
+        ({"n_kv_heads": 3}, "n_kv_heads"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"attention": "flash"}, "attention"),
+        ({"attention": "course_lib", "dropout": 0.1}, "no attention dropout"),
+        ({"pos": "alibi"}, "pos"),
+        ({"pos": "rope", "d_model": 12, "n_head": 4}, "even"),
+        ({"pos": "rope", "rope_base": 1.0}, "rope_base"),
+    ],
+)
+def test_bad_attention_configs_fail_at_construction_not_in_forward(bad, words):
+    with pytest.raises(ValueError, match=words) as err:
+        GPTConfig(**{**CFG, **bad})
+    assert str(err.value).startswith("GPTConfig: ")
+
+
+def test_attention_weights_of_a_training_model_with_dropout_ask_for_eval():
+    model = _model(dropout=0.1)  # fused attention: dropout is fine while training
+    model(torch.zeros(1, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="eval"):
+        model.attention_maps(torch.zeros(1, 4, dtype=torch.long))
+    assert len(model.eval().attention_maps(torch.zeros(1, 4, dtype=torch.long))) == 2
 
 
 def test_new_config_options_reject_bad_values():
@@ -297,15 +374,19 @@ def test_new_config_options_reject_bad_values():
 
 def test_to_grouped_query_mean_pools_key_value_heads():
     from course_lib.model import to_grouped_query
+
     mha = _model().eval()
     idx = torch.randint(23, (2, 12))
     torch.testing.assert_close(to_grouped_query(mha, 4)(idx)[0], mha(idx)[0])
     gqa = to_grouped_query(mha, 2)
-    w_old, w_new = mha.blocks[1].attn.qkv.weight, gqa.blocks[1].attn.qkv.weight  # (96, 32), (64, 32)
+    # (96, 32), (64, 32)
+    w_old, w_new = mha.blocks[1].attn.qkv.weight, gqa.blocks[1].attn.qkv.weight
     assert w_new.shape == (32 + 2 * 2 * 8, 32)
     torch.testing.assert_close(w_new[:32], w_old[:32])  # queries untouched
     k_old = w_old[32:64].reshape(4, 8, 32)  # (head, hd, d)
-    torch.testing.assert_close(w_new[32:48], torch.cat([(k_old[0] + k_old[1]) / 2, (k_old[2] + k_old[3]) / 2]))
+    torch.testing.assert_close(
+        w_new[32:48], torch.cat([(k_old[0] + k_old[1]) / 2, (k_old[2] + k_old[3]) / 2])
+    )
     with pytest.raises(ValueError, match="divide"):
         to_grouped_query(mha, 3)
 
@@ -328,21 +409,26 @@ def test_pretrained_checkpoint_checksum_and_validation_loss():
     assert not model.training and tok.vocab_size == model.cfg.vocab_size
     val = shakespeare_splits(info["config"]["val_fraction"]).val
     T = model.cfg.block_size
-    starts = torch.randint(len(val) - T - 1, (16,), generator=torch.Generator().manual_seed(0)).tolist()
-    x = torch.stack([val[s:s + T] for s in starts])  # (16, T)
-    y = torch.stack([val[s + 1:s + 1 + T] for s in starts])
+    starts = torch.randint(
+        len(val) - T - 1, (16,), generator=torch.Generator().manual_seed(0)
+    ).tolist()
+    x = torch.stack([val[s : s + T] for s in starts])  # (16, T)
+    y = torch.stack([val[s + 1 : s + 1 + T] for s in starts])
     with torch.no_grad():
         loss = model(x, y)[1].item()
     assert abs(loss - info["val_loss"]) < 0.15, (loss, info["val_loss"])
-    assert loss < math.log(model.cfg.vocab_size) - 2  # far better than uniform: trained weights loaded
+    # far better than uniform: trained weights loaded
+    assert loss < math.log(model.cfg.vocab_size) - 2
 
 
 def test_load_pretrained_rejects_a_damaged_file(tmp_path, monkeypatch):
-    from course_lib import model as model_module
+    from course_lib import checkpoint as model_module  # their home (model re-exports them)
 
     bad = tmp_path / "chapter.pt"
     bad.write_bytes(b"version https://git-lfs.github.com/spec/v1\n")
-    (tmp_path / "chapter.sha256").write_text(model_module._sha256(model_module.PRETRAINED["chapter"]) + "\n")
+    (tmp_path / "chapter.sha256").write_text(
+        model_module._sha256(model_module.PRETRAINED["chapter"]) + "\n"
+    )
     monkeypatch.setitem(model_module.PRETRAINED, "chapter", bad)
     with pytest.raises(ValueError, match="sha256"):
         model_module.load_pretrained()

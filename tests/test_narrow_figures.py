@@ -6,19 +6,20 @@ The re-laid-out figure is checked against matplotlib's own geometry: every panel
 artists and moves to a row of its own (its drawn box lies below the previous panel's), fonts
 keep their sizes, the figure is NARROW_WIDTH inches wide, and the SVG parses as XML.
 """
+
 from __future__ import annotations
 
 import sys
 import xml.etree.ElementTree as ET
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 from course_lib.viz import plotting as P
+from tools import ROOT
 
-sys.path.insert(0, str(P.__file__).rsplit("/course_lib/", 1)[0] + "/book/_ext")
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 
 def _bars(sharey=True):
@@ -34,7 +35,9 @@ def _boxes(fig):
 
 
 def _tick_sizes(fig):
-    return sorted({t.get_fontsize() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()})
+    return sorted(
+        {t.get_fontsize() for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()}
+    )
 
 
 def test_stacked_layout_one_panel_per_row_same_fonts():
@@ -53,7 +56,9 @@ def test_stacked_layout_one_panel_per_row_same_fonts():
     assert _tick_sizes(narrow) == _tick_sizes(fig)
     # the same bars in every panel
     for a, b in zip(fig.axes, narrow.axes):
-        np.testing.assert_allclose([p.get_height() for p in a.patches], [p.get_height() for p in b.patches])
+        np.testing.assert_allclose(
+            [p.get_height() for p in a.patches], [p.get_height() for p in b.patches]
+        )
     assert narrow.number not in plt.get_fignums()
 
 
@@ -89,12 +94,15 @@ def test_small_pictures_go_two_to_a_row_and_a_grid_of_them_is_transposed():
     specs = {ax.get_title(): ax.get_subplotspec() for ax in narrow.axes if ax.get_title()}
     # column j of the wide figure is row j of the narrow one, its top panel on the left
     assert narrow.axes[0].get_subplotspec().get_gridspec().get_geometry() == (5, 2)
-    assert [(s.rowspan.start, s.colspan.start) for s in specs.values()] == [(j, 0) for j in range(5)]
+    assert [(s.rowspan.start, s.colspan.start) for s in specs.values()] == [
+        (j, 0) for j in range(5)
+    ]
 
 
 def test_colour_bar_moves_with_its_panel():
-    fig = P.matrix_panels([np.eye(5), np.eye(5)], ["a", "b"], labels=list("vwxyz"), colorbar=True,
-                          figsize=(10, 4.6))
+    fig = P.matrix_panels(
+        [np.eye(5), np.eye(5)], ["a", "b"], labels=list("vwxyz"), colorbar=True, figsize=(10, 4.6)
+    )
     assert len(fig.axes) == 3
     narrow = P.narrow_layout(fig)
     narrow.canvas.draw()
@@ -170,7 +178,6 @@ def test_display_hook_adds_the_narrow_output_only_when_the_site_asks(monkeypatch
 
 def test_site_extension_names_the_same_output_type():
     import course_figures
-
     import course_lib.viz as viz
 
     assert course_figures.NARROW_MIME == P.NARROW_MIME

@@ -1,4 +1,5 @@
 """course_lib.optim against torch.optim and torch.nn.utils.clip_grad_norm_, step for step."""
+
 import math
 
 import pytest
@@ -55,7 +56,9 @@ def test_matches_torch_optim_step_for_step(ours_cls, torch_cls, kw):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-13, msg=f"diverged at step {step}")
 
 
-@pytest.mark.parametrize("ours_cls, torch_cls", [(SGD, torch.optim.SGD), (AdamW, torch.optim.AdamW)])
+@pytest.mark.parametrize(
+    "ours_cls, torch_cls", [(SGD, torch.optim.SGD), (AdamW, torch.optim.AdamW)]
+)
 def test_changing_lr_each_step_matches_torch(ours_cls, torch_cls):
     ours_p, ref_p = _params(1), _params(1)
     kw = dict(momentum=0.9) if ours_cls is SGD else {}
@@ -86,8 +89,12 @@ def test_adam_first_step_has_length_lr_whatever_the_gradient_scale():
     for scale in (1e-4, 1.0, 1e4):
         p = torch.zeros(3, dtype=torch.float64)
         m, v = torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
-        adam_update(p, torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64) * scale, m, v, t=1, lr=0.01)
-        torch.testing.assert_close(p.abs(), torch.full((3,), 0.01, dtype=torch.float64), rtol=1e-3, atol=0)
+        adam_update(
+            p, torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64) * scale, m, v, t=1, lr=0.01
+        )
+        torch.testing.assert_close(
+            p.abs(), torch.full((3,), 0.01, dtype=torch.float64), rtol=1e-3, atol=0
+        )
 
 
 def test_adamw_decay_is_decoupled_from_the_gradient_scale():

@@ -9,6 +9,7 @@ book, an answer of every chapter's "Check your understanding" and a five-level t
 the first (so dropdowns and tabs were expanded), no raw TeX in its text (MathJax finished),
 nothing wider than the page, and the site links it.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -29,8 +30,9 @@ logging.getLogger("pypdf").setLevel(logging.ERROR)  # Chromium's trailer underco
 
 
 def _course_site():
-    spec = importlib.util.spec_from_file_location("course_site_pdf",
-                                                  ROOT / "book/_ext/course_site.py")
+    spec = importlib.util.spec_from_file_location(
+        "course_site_pdf", ROOT / "book/_ext/course_site.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -39,7 +41,8 @@ def _course_site():
 # --------------------------------------------------------------------------- fast
 def test_start_page_follows_the_redirect(tmp_path):
     (tmp_path / "index.html").write_text(
-        '<meta http-equiv="Refresh" content="0; url=book/intro.html" />')
+        '<meta http-equiv="Refresh" content="0; url=book/intro.html" />'
+    )
     assert tool.start_page(tmp_path) == "book/intro.html"
     (tmp_path / "index.html").write_text("<html><body>the book</body></html>")
     assert tool.start_page(tmp_path) == "index.html"
@@ -74,8 +77,12 @@ def test_outline_tree_nests_worked_pages_and_drops_missing_targets():
     entries = [
         {"id": "intro", "text": "Intro", "nested": 0, "sections": [{"id": "s1", "text": "S1"}]},
         {"id": "ch5", "text": "5. Worked", "nested": 0, "sections": []},
-        {"id": "ex1", "text": "5.1 Ex 1", "nested": 1,
-         "sections": [{"id": "step1", "text": "Step 1"}, {"id": "gone", "text": "Gone"}]},
+        {
+            "id": "ex1",
+            "text": "5.1 Ex 1",
+            "nested": 1,
+            "sections": [{"id": "step1", "text": "Step 1"}, {"id": "gone", "text": "Gone"}],
+        },
         {"id": "nowhere", "text": "Missing", "nested": 0, "sections": []},
         {"id": "ch6", "text": "6. Loss", "nested": 0, "sections": []},
     ]
@@ -102,8 +109,9 @@ def test_outline_and_destinations_round_trip_through_pypdf(tmp_path):
         writer.write(f)
     pages = tool.destination_pages(path)
     assert pages == {"chapter-one": 2, "a-section": 3}
-    tool.add_outline(path, [("1. One", pages["chapter-one"],
-                             [("1.1 Section", pages["a-section"], [])])])
+    tool.add_outline(
+        path, [("1. One", pages["chapter-one"], [("1.1 Section", pages["a-section"], [])])]
+    )
     reader = PdfReader(str(path))
     top, children = reader.outline[0], reader.outline[1]
     assert top.title == "1. One" and reader.get_destination_page_number(top) == 1
@@ -121,7 +129,8 @@ def test_site_link_goes_after_the_landing_pages_first_paragraph():
     out = site.insert_after_first_paragraph(body, "<p>LINK</p>")
     assert out.index("First.") < out.index("LINK") < out.index("Second.")
     assert site.insert_after_first_paragraph("<div>no paragraph</div>", "<p>L</p>").startswith(
-        "<p>L</p>")
+        "<p>L</p>"
+    )
     assert site.PDF == tool.PDF_NAME
 
 
@@ -147,6 +156,7 @@ def extracted(built_pdf) -> tuple[list[str], list[tuple[float, int, str]], float
     reader = PdfReader(str(built_pdf))
     texts, ends = [], []
     for number, page in enumerate(reader.pages, 1):
+
         def visit(text, cm, tm, font, size, number=number):
             if not text.strip() or not font or "Mono" not in str(font.get("/BaseFont", "")):
                 return
@@ -194,10 +204,15 @@ def _plain_run(text: str, words: int = 5) -> str | None:
     return None
 
 
-ANSWER = re.compile(r"^(?P<indent>[ \t]*):{3,}\{admonition\}[ \t]*Answer[ \t]*\n(?P<body>.*?)"
-                    r"^(?P=indent):{3,}[ \t]*$", re.MULTILINE | re.DOTALL)
-TAB = re.compile(r"^:{3}\{tab-item\}[ \t]*(?P<label>.*?)[ \t]*\n(?P<body>.*?)^:{3}[ \t]*$",
-                 re.MULTILINE | re.DOTALL)
+ANSWER = re.compile(
+    r"^(?P<indent>[ \t]*):{3,}\{admonition\}[ \t]*Answer[ \t]*\n(?P<body>.*?)"
+    r"^(?P=indent):{3,}[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
+TAB = re.compile(
+    r"^:{3}\{tab-item\}[ \t]*(?P<label>.*?)[ \t]*\n(?P<body>.*?)^:{3}[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 @pytest.mark.slow
@@ -224,7 +239,7 @@ def test_every_page_of_the_book_is_in_it_in_order_with_a_bookmark(built_pdf, pdf
     assert numbers == sorted(numbers) and numbers[0] > 1
     # ... and those are the numbers printed in it (the first print's, before the cover's
     # sheet and the contents' own).
-    toc = _squash("\n".join(pdf_text[1:numbers[0] - 1]))
+    toc = _squash("\n".join(pdf_text[1 : numbers[0] - 1]))
     wrong = [(t, n) for t, n in contents if _squash(f"{t}{n}") not in toc]
     assert not wrong, f"the contents print other page numbers for {wrong}"
     reader = PdfReader(str(built_pdf))
@@ -279,8 +294,9 @@ def test_no_raw_tex_in_the_text(pdf_text):
     found = []
     for number, page in enumerate(pdf_text, 1):
         for line in page.splitlines():
-            if RAW_TEX.search(line) or ('"' not in line and "'" not in line
-                                        and TEX_IN_PROSE.search(line)):
+            if RAW_TEX.search(line) or (
+                '"' not in line and "'" not in line and TEX_IN_PROSE.search(line)
+            ):
                 found.append(f"page {number}: {line.strip()[:100]}")
     assert not found, "raw TeX in the PDF:\n" + "\n".join(found)
 

@@ -1,19 +1,28 @@
 """course_lib.viz.plotting: one style, opaque backgrounds, readable errors."""
+
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 
-from course_lib.viz.plotting import attention_heatmap, bar_probs, loss_curve, new_figure, positional_heatmap
 from course_lib.attention import sinusoidal_positions
+from course_lib.viz.plotting import (
+    attention_heatmap,
+    bar_probs,
+    loss_curve,
+    new_figure,
+    positional_heatmap,
+)
 
 
 def _assert_course_figure(fig):
     assert isinstance(fig, matplotlib.figure.Figure)
     # opaque white background: readable on the site's dark theme
     assert matplotlib.colors.to_rgba(fig.get_facecolor()) == (1.0, 1.0, 1.0, 1.0)
-    assert fig.number not in plt.get_fignums(), "returned figures are closed so notebooks show them once"
+    assert fig.number not in plt.get_fignums(), (
+        "returned figures are closed so notebooks show them once"
+    )
     fig.canvas.draw()  # renders without error
 
 
@@ -37,7 +46,7 @@ def test_loss_curve_plots_every_curve():
     fig = loss_curve({"step": [0, 10, 20], "train": [3.0, 2.0, 1.5], "val": [3.1, 2.2, 1.8]})
     _assert_course_figure(fig)
     lines = fig.axes[0].get_lines()
-    assert [l.get_label() for l in lines] == ["train", "val"]
+    assert [line.get_label() for line in lines] == ["train", "val"]
     np.testing.assert_allclose(lines[1].get_ydata(), [3.1, 2.2, 1.8])
     np.testing.assert_allclose(lines[0].get_xdata(), [0, 10, 20])
     _assert_course_figure(loss_curve([2.0, 1.0]))
@@ -66,13 +75,22 @@ def test_new_figure_is_opaque():
 def test_line_plot_draws_each_curve_on_its_axes():
     from course_lib.viz.plotting import line_plot
 
-    fig = line_plot({"a": [1.0, 2.0, 4.0], "b": torch.tensor([1.0, 0.5, 0.25])}, x=[1, 2, 4],
-                    xlog=2, ylog=2, markers=["o", "s"], hline=1.0, vlines=[2], xlabel="T", ylabel="y")
+    fig = line_plot(
+        {"a": [1.0, 2.0, 4.0], "b": torch.tensor([1.0, 0.5, 0.25])},
+        x=[1, 2, 4],
+        xlog=2,
+        ylog=2,
+        markers=["o", "s"],
+        hline=1.0,
+        vlines=[2],
+        xlabel="T",
+        ylabel="y",
+    )
     _assert_course_figure(fig)
     ax = fig.axes[0]
-    lines = [l for l in ax.get_lines() if l.get_label() in ("a", "b")]
-    assert [l.get_label() for l in lines] == ["a", "b"]
-    assert [l.get_marker() for l in lines] == ["o", "s"]
+    lines = [line for line in ax.get_lines() if line.get_label() in ("a", "b")]
+    assert [line.get_label() for line in lines] == ["a", "b"]
+    assert [line.get_marker() for line in lines] == ["o", "s"]
     np.testing.assert_allclose(lines[1].get_ydata(), [1.0, 0.5, 0.25])
     np.testing.assert_allclose(lines[0].get_xdata(), [1, 2, 4])
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
@@ -86,7 +104,7 @@ def test_line_plot_curve_with_its_own_x_and_errors():
     fig, ax = new_figure()
     out = line_plot({"curve": [0.0, 1.0, 4.0], "point": ([1.5], [2.0])}, ax=ax, legend=False)
     assert out is ax and ax.get_legend() is None
-    point = [l for l in ax.get_lines() if l.get_label() == "point"][0]
+    point = [line for line in ax.get_lines() if line.get_label() == "point"][0]
     np.testing.assert_allclose(point.get_xdata(), [1.5])
     plt.close(fig)
     with pytest.raises(ValueError, match="empty"):
@@ -100,9 +118,17 @@ def test_line_plot_curve_with_its_own_x_and_errors():
 def test_line_panels_fills_the_grid_with_shared_keywords():
     from course_lib.viz.plotting import line_panels
 
-    fig = line_panels([{"curves": {"a": [1, 2]}, "title": "one"}, {"curves": {"a": [2, 1]}, "title": "two"},
-                       {"curves": {"a": [3, 3]}}, {"curves": {"a": [0, 1]}, "xlabel": "own"}],
-                      nrows=2, x=[1, 2], xlabel="shared")
+    fig = line_panels(
+        [
+            {"curves": {"a": [1, 2]}, "title": "one"},
+            {"curves": {"a": [2, 1]}, "title": "two"},
+            {"curves": {"a": [3, 3]}},
+            {"curves": {"a": [0, 1]}, "xlabel": "own"},
+        ],
+        nrows=2,
+        x=[1, 2],
+        xlabel="shared",
+    )
     _assert_course_figure(fig)
     assert [ax.get_title() for ax in fig.axes[:2]] == ["one", "two"]
     assert [ax.get_xlabel() for ax in fig.axes] == ["shared", "shared", "shared", "own"]
@@ -113,14 +139,19 @@ def test_line_panels_fills_the_grid_with_shared_keywords():
 def test_vector_plot_arrows_points_and_labels():
     from course_lib.viz.plotting import vector_plot
 
-    fig = vector_plot([("cat", torch.tensor([1.0, 0.1]), "C0"), ("", [0.0, 1.0], "C1")],
-                      faded=[([1.0, 0.0], "C0")], unit_circle=True, lim=1.4, title="t")
+    fig = vector_plot(
+        [("cat", torch.tensor([1.0, 0.1]), "C0"), ("", [0.0, 1.0], "C1")],
+        faded=[([1.0, 0.0], "C0")],
+        unit_circle=True,
+        lim=1.4,
+        title="t",
+    )
     _assert_course_figure(fig)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.texts if t.get_text()] == ["cat"]
     assert len(ax.patches) == 1 and ax.get_xlim() == (-1.4, 1.4)
     fig = vector_plot([("a", [0.5, 0.5], "C0")], arrows=False, points=True, lim=(-0.05, 1.1))
-    dots = [l for l in fig.axes[0].get_lines() if l.get_marker() == "o"]
+    dots = [line for line in fig.axes[0].get_lines() if line.get_marker() == "o"]
     np.testing.assert_allclose(dots[0].get_xydata(), [[0.5, 0.5]])
     with pytest.raises(ValueError, match="two coordinates"):
         vector_plot([("3d", [1.0, 2.0, 3.0], "C0")])
@@ -130,8 +161,13 @@ def test_matrix_panels_one_heatmap_per_matrix():
     from course_lib.viz.plotting import matrix_panels
 
     mask = torch.ones(3, 3).tril().bool()
-    fig = matrix_panels([mask, torch.eye(3)], ["causal", "eye"], labels=["a", "b", "c"], cell_lines=True,
-                        colorbar=True)
+    fig = matrix_panels(
+        [mask, torch.eye(3)],
+        ["causal", "eye"],
+        labels=["a", "b", "c"],
+        cell_lines=True,
+        colorbar=True,
+    )
     _assert_course_figure(fig)
     images = [ax.get_images()[0].get_array() for ax in fig.axes[:2]]
     np.testing.assert_allclose(images[0], np.tril(np.ones((3, 3))))
@@ -163,8 +199,19 @@ def test_agrees_uses_the_dtype_round_off_and_says_yes_or_no():
         agrees(a, a[:1])
 
 
-@pytest.mark.parametrize("x, digits", [(3.2e-65, 1), (3e32, 0), (1.4e-2, 1), (-2.5e-7, 1), (4.6e4, 1), (0.18, 1),
-                                       (12.3, 1), (7e-5, 2)])
+@pytest.mark.parametrize(
+    "x, digits",
+    [
+        (3.2e-65, 1),
+        (3e32, 0),
+        (1.4e-2, 1),
+        (-2.5e-7, 1),
+        (4.6e4, 1),
+        (0.18, 1),
+        (12.3, 1),
+        (7e-5, 2),
+    ],
+)
 def test_sci_writes_powers_of_ten_as_a_reader_does(x, digits):
     from course_lib.viz.glue import sci
 
@@ -173,7 +220,7 @@ def test_sci_writes_powers_of_ten_as_a_reader_does(x, digits):
     if "×" in text:  # mantissa × 10^exponent, read back from the superscripts
         mantissa, power = text.replace("\u2212", "-").split(" × 10")
         exponent = int(power.translate(str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")))
-        assert float(mantissa) * 10.0 ** exponent == pytest.approx(x, rel=0.5 * 10.0 ** -digits)
+        assert float(mantissa) * 10.0**exponent == pytest.approx(x, rel=0.5 * 10.0**-digits)
         assert len(mantissa.lstrip("-").replace(".", "")) == digits + 1
     else:  # between 0.1 and 1000: positional, digits + 1 significant figures
         assert float(text.replace("\u2212", "-")) == pytest.approx(x, rel=0.05)

@@ -1,10 +1,16 @@
 """The Chapter 1 measurements behave as the chapter claims."""
+
 import math
 
 import pytest
 import torch
 
-from course_lib.labs.rnn import attention_gradient_norms, max_path_length, rnn_gradient_norms, sequential_steps
+from course_lib.labs.rnn import (
+    attention_gradient_norms,
+    max_path_length,
+    rnn_gradient_norms,
+    sequential_steps,
+)
 
 
 def test_steps_and_paths():
@@ -36,7 +42,9 @@ def test_rnn_gradient_matches_finite_differences():
     for j in range(d):
         dx = torch.zeros_like(x)
         dx[0, j] = eps
-        fd[j] = (rnn_last_state(x + dx, W, U).sum() - rnn_last_state(x - dx, W, U).sum()) / (2 * eps)
+        fd[j] = (rnn_last_state(x + dx, W, U).sum() - rnn_last_state(x - dx, W, U).sum()) / (
+            2 * eps
+        )
     assert math.isclose(rnn_gradient_norms([T], d=d, seed=seed)[0], float(fd.norm()), rel_tol=1e-6)
 
 
@@ -61,7 +69,12 @@ def test_lstm_cell_matches_torch_lstmcell(dtype, tol):
     g = torch.Generator().manual_seed(7)
     B, D, H = 5, 6, 4
     # random weights and biases everywhere (not the helper's zeros), so every term is exercised
-    w = LSTMWeights(*(torch.randn(*s, generator=g, dtype=dtype) for s in ((4 * H, D), (4 * H, H), (4 * H,), (4 * H,))))
+    w = LSTMWeights(
+        *(
+            torch.randn(*s, generator=g, dtype=dtype)
+            for s in ((4 * H, D), (4 * H, H), (4 * H,), (4 * H,))
+        )
+    )
     x = torch.randn(B, D, generator=g, dtype=dtype)
     h = torch.randn(B, H, generator=g, dtype=dtype)
     c = torch.randn(B, H, generator=g, dtype=dtype)
@@ -83,7 +96,7 @@ def test_lstm_run_and_gradient_match_torch_over_a_sequence():
     x_ref = x.detach().clone().requires_grad_(True)
     hr = cr = torch.zeros(1, d, dtype=torch.float64)
     for t in range(T):
-        hr, cr = cell(x_ref[t:t + 1], (hr, cr))
+        hr, cr = cell(x_ref[t : t + 1], (hr, cr))
     (g_ref,) = torch.autograd.grad(hr.sum(), x_ref)
     torch.testing.assert_close(h, hr[0], atol=1e-12, rtol=0)
     torch.testing.assert_close(c, cr[0], atol=1e-12, rtol=0)
@@ -96,27 +109,31 @@ def test_lstm_with_open_forget_gate_and_closed_input_gate_keeps_its_memory():
 
     H = D = 3
     b = torch.zeros(4 * H, dtype=torch.float64)
-    b[:H], b[H:2 * H] = -100.0, 100.0  # input gate closed, forget gate open
-    w = LSTMWeights(torch.zeros(4 * H, D, dtype=torch.float64), torch.zeros(4 * H, H, dtype=torch.float64),
-                    b, torch.zeros(4 * H, dtype=torch.float64))
+    b[:H], b[H : 2 * H] = -100.0, 100.0  # input gate closed, forget gate open
+    w = LSTMWeights(
+        torch.zeros(4 * H, D, dtype=torch.float64),
+        torch.zeros(4 * H, H, dtype=torch.float64),
+        b,
+        torch.zeros(4 * H, dtype=torch.float64),
+    )
     c0 = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
     h, c = torch.zeros(H, dtype=torch.float64), c0
-    for t in range(50):
+    for _ in range(50):
         h, c = lstm_cell(torch.randn(D, dtype=torch.float64), h, c, w)
     torch.testing.assert_close(c, c0, atol=1e-15, rtol=0)
 
 
 def test_lstm_forget_gate_near_one_keeps_the_gradient_that_the_rnn_loses():
-    from course_lib.labs.rnn import lstm_gradient_norms, lstm_run, lstm_weights, _inputs
+    from course_lib.labs.rnn import _inputs, lstm_gradient_norms, lstm_run, lstm_weights
 
     lengths = [8, 32, 128]
     rnn = rnn_gradient_norms(lengths)
     closed = lstm_gradient_norms(lengths, forget_bias=0.0)  # forget gate near 1/2
-    open_ = lstm_gradient_norms(lengths, forget_bias=3.0)   # forget gate near 0.95
+    open_ = lstm_gradient_norms(lengths, forget_bias=3.0)  # forget gate near 0.95
     _, _, gates = lstm_run(_inputs(64, 16, 1), lstm_weights(16, forget_bias=3.0), return_gates=True)
     assert float(gates["f"].mean()) > 0.9
-    assert closed[-1] < 1e-15 and rnn[-1] < 1e-15        # both vanish over 127 steps
-    assert open_[-1] > 1e10 * max(rnn[-1], closed[-1])    # the open forget gate keeps it
+    assert closed[-1] < 1e-15 and rnn[-1] < 1e-15  # both vanish over 127 steps
+    assert open_[-1] > 1e10 * max(rnn[-1], closed[-1])  # the open forget gate keeps it
     assert all(g > 0 for g in open_)
 
 
@@ -125,7 +142,11 @@ def test_lstm_bad_shapes_raise():
 
     w = lstm_weights(4, hidden=3)
     with pytest.raises(ValueError, match="shapes do not fit"):
-        lstm_cell(torch.zeros(5, dtype=torch.float64), torch.zeros(3, dtype=torch.float64),
-                  torch.zeros(3, dtype=torch.float64), w)
+        lstm_cell(
+            torch.zeros(5, dtype=torch.float64),
+            torch.zeros(3, dtype=torch.float64),
+            torch.zeros(3, dtype=torch.float64),
+            w,
+        )
     with pytest.raises(ValueError, match="must be positive"):
         lstm_weights(0)

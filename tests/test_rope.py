@@ -1,14 +1,16 @@
 """course_lib.labs.rope and course_lib.labs.positions: rotary and sinusoidal positions, checked
 against independent implementations (complex numbers, 2x2 rotation matrices)."""
-import math
 
 import pytest
 import torch
 
 from course_lib.attention import sinusoidal_positions
 from course_lib.labs.matrices import rotation_matrix
-from course_lib.labs.positions import (position_similarity, sinusoidal_frequencies,
-                                  sinusoidal_shift_matrix)
+from course_lib.labs.positions import (
+    position_similarity,
+    sinusoidal_frequencies,
+    sinusoidal_shift_matrix,
+)
 from course_lib.labs.rope import apply_rope, rope_angles, rope_offset_table, rope_score
 
 
@@ -45,7 +47,10 @@ def test_rope_keeps_lengths_and_position_zero():
 
 def test_rope_score_depends_only_on_offset():
     g = torch.Generator().manual_seed(2)
-    q, k = torch.randn(16, generator=g, dtype=torch.float64), torch.randn(16, generator=g, dtype=torch.float64)
+    q, k = (
+        torch.randn(16, generator=g, dtype=torch.float64),
+        torch.randn(16, generator=g, dtype=torch.float64),
+    )
     table = rope_offset_table(q, k, starts=[0, 3, 50, 1000], offsets=[-4, 0, 1, 7, 30])
     torch.testing.assert_close(table, table[:1].expand_as(table))
     assert rope_score(q, k, 0, 0) == pytest.approx(float(q @ k))
@@ -74,15 +79,19 @@ def test_position_similarity_is_the_cosine():
     torch.testing.assert_close(sims, expected, atol=1e-6, rtol=0)
     # the sinusoidal dot product depends on the offset only: sum_i cos(k ω_i) / (d/2)
     w = sinusoidal_frequencies(8)
-    torch.testing.assert_close(sims, torch.cos(torch.tensor([0, 1, 5, 20.0], dtype=torch.float64)[:, None] * w).mean(1),
-                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        sims,
+        torch.cos(torch.tensor([0, 1, 5, 20.0], dtype=torch.float64)[:, None] * w).mean(1),
+        atol=1e-6,
+        rtol=0,
+    )
 
 
 def test_shift_matrix_moves_every_position_by_k():
     pe = sinusoidal_positions(80, 8).double()
     for k in [1, 7]:
         M = sinusoidal_shift_matrix(8, k)
-        torch.testing.assert_close(pe[:50] @ M.T, pe[k:50 + k], atol=1e-6, rtol=0)
+        torch.testing.assert_close(pe[:50] @ M.T, pe[k : 50 + k], atol=1e-6, rtol=0)
         torch.testing.assert_close(M.T @ M, torch.eye(8, dtype=torch.float64))
     with pytest.raises(ValueError, match="even"):
         sinusoidal_frequencies(7)

@@ -1,12 +1,19 @@
 """The power-law fits of course_lib.labs.scaling recover known laws from synthetic data."""
+
 import math
 
 import numpy as np
 import pytest
 
-from course_lib.labs.scaling import (CHINCHILLA, chinchilla_compute_exponent, fit_power_law,
-                                     fit_power_law_with_floor, isoflop_minima, load_scaling_runs,
-                                     pareto_frontier)
+from course_lib.labs.scaling import (
+    CHINCHILLA,
+    chinchilla_compute_exponent,
+    fit_power_law,
+    fit_power_law_with_floor,
+    isoflop_minima,
+    load_scaling_runs,
+    pareto_frontier,
+)
 
 C = np.logspace(10, 13, 9)  # nine budgets over three decades
 
@@ -22,7 +29,10 @@ def test_power_law_recovers_exponent_exactly_without_noise(a, alpha):
 
 def test_power_law_with_noise_is_close_and_unbiased_on_average():
     rng = np.random.default_rng(0)
-    alphas = [fit_power_law(C, 40 * C ** (-0.1) * np.exp(rng.normal(0, 0.01, C.size))).alpha for _ in range(200)]
+    alphas = [
+        fit_power_law(C, 40 * C ** (-0.1) * np.exp(rng.normal(0, 0.01, C.size))).alpha
+        for _ in range(200)
+    ]
     assert abs(np.mean(alphas) - 0.1) < 1e-3  # log-normal noise: least squares in logs is unbiased
     assert np.std(alphas) < 0.01
 
@@ -57,31 +67,44 @@ def test_chinchilla_exponent_matches_a_numerical_optimum():
 
 
 def test_isoflop_minima_keeps_the_best_run_per_budget():
-    runs = [{"budget": 2.0, "val_loss": 2.5, "id": "a"}, {"budget": 1.0, "val_loss": 3.0, "id": "b"},
-            {"budget": 2.0, "val_loss": 2.2, "id": "c"}, {"budget": 1.0, "val_loss": 3.1, "id": "d"}]
+    runs = [
+        {"budget": 2.0, "val_loss": 2.5, "id": "a"},
+        {"budget": 1.0, "val_loss": 3.0, "id": "b"},
+        {"budget": 2.0, "val_loss": 2.2, "id": "c"},
+        {"budget": 1.0, "val_loss": 3.1, "id": "d"},
+    ]
     assert [r["id"] for r in isoflop_minima(runs)] == ["b", "c"]
 
 
 def test_pareto_frontier_keeps_points_no_cheaper_point_beats():
-    pts = [{"compute": c, "val_loss": v, "id": i} for i, (c, v) in
-           enumerate([(1, 3.0), (2, 3.2), (3, 2.5), (3, 2.4), (5, 2.6), (8, 2.0)])]
+    pts = [
+        {"compute": c, "val_loss": v, "id": i}
+        for i, (c, v) in enumerate([(1, 3.0), (2, 3.2), (3, 2.5), (3, 2.4), (5, 2.6), (8, 2.0)])
+    ]
     front = pareto_frontier(pts)
     assert [p["id"] for p in front] == [0, 3, 5]
     # brute force: a point is on the frontier iff no point with <= compute has a lower loss
-    brute = [p for p in pts if not any(q["compute"] <= p["compute"] and q["val_loss"] < p["val_loss"] for q in pts)]
+    brute = [
+        p
+        for p in pts
+        if not any(q["compute"] <= p["compute"] and q["val_loss"] < p["val_loss"] for q in pts)
+    ]
     assert sorted(p["id"] for p in brute) == [0, 3, 5]
     with pytest.raises(ValueError, match="'compute' and 'val_loss'"):
         pareto_frontier([{"compute": 1.0}])
 
 
-@pytest.mark.parametrize("compute,loss,match", [
-    ([1e10, 1e11], [2.0], "one loss per compute"),
-    ([1e10], [2.0], "at least 2 points"),
-    ([1e10, -1e11], [2.0, 1.5], "must be positive"),
-    ([1e10, 1e11], [2.0, 0.0], "must be positive"),
-    ([1e10, float("nan")], [2.0, 1.5], "finite"),
-    ([1e10, 1e10], [2.0, 1.5], "same compute"),
-])
+@pytest.mark.parametrize(
+    "compute,loss,match",
+    [
+        ([1e10, 1e11], [2.0], "one loss per compute"),
+        ([1e10], [2.0], "at least 2 points"),
+        ([1e10, -1e11], [2.0, 1.5], "must be positive"),
+        ([1e10, 1e11], [2.0, 0.0], "must be positive"),
+        ([1e10, float("nan")], [2.0, 1.5], "finite"),
+        ([1e10, 1e10], [2.0, 1.5], "same compute"),
+    ],
+)
 def test_bad_input_raises_readable_error(compute, loss, match):
     with pytest.raises(ValueError, match=match):
         fit_power_law(compute, loss)
@@ -104,8 +127,14 @@ def test_stored_scaling_runs_are_consistent():
     data = load_scaling_runs()
     assert len(data["runs"]) >= 8
     for r in data["runs"]:
-        cfg = GPTConfig(block_size=data["block_size"], n_layer=r["n_layer"], n_head=r["n_head"],
-                        d_model=r["d_model"], bias=False, vocab_size=81)
+        cfg = GPTConfig(
+            block_size=data["block_size"],
+            n_layer=r["n_layer"],
+            n_head=r["n_head"],
+            d_model=r["d_model"],
+            bias=False,
+            vocab_size=81,
+        )
         # the compute is the course's FLOP count times the tokens trained, within 2 % of the budget
         assert r["tokens"] == r["steps"] * data["batch_size"] * data["block_size"]
         assert math.isclose(r["compute"], flops_per_token(cfg) * r["tokens"], rel_tol=1e-9)
@@ -120,8 +149,14 @@ def test_training_compute_of_the_course_runs_is_flops_per_token_times_tokens():
     bench = load_scaling_runs("train_bench.json")
     for r in bench["runs"].values():
         m = r["config"]["model"]
-        cfg = GPTConfig(block_size=m["block_size"], n_layer=m["n_layer"], n_head=m["n_head"],
-                        d_model=m["d_model"], bias=m["bias"], vocab_size=r["vocab_size"])
+        cfg = GPTConfig(
+            block_size=m["block_size"],
+            n_layer=m["n_layer"],
+            n_head=m["n_head"],
+            d_model=m["d_model"],
+            bias=m["bias"],
+            vocab_size=r["vocab_size"],
+        )
         tokens = r["steps"] * r["config"]["batch_size"] * m["block_size"]
         assert math.isclose(training_compute(r), flops_per_token(cfg) * tokens, rel_tol=1e-12)
     with pytest.raises(ValueError, match="no 'config'"):

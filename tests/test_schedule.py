@@ -1,4 +1,5 @@
 """Warmup + cosine decay: shape of the curve and its boundary values."""
+
 import math
 
 import pytest

@@ -5,6 +5,7 @@ every formula of the book comes out without TeX, sub- and superscripts of more t
 keep their grouping, and the script is served on the search page alone. The search page in a
 browser: tests/test_search_browser.py.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,17 +41,20 @@ def test_every_formula_of_the_book_reads_without_tex():
     assert not left, f"TeX left in {len(left)} plain-text readings: {list(left.items())[:5]}"
 
 
-@pytest.mark.parametrize("tex, text", [
-    (r"\mathrm{softmax}(QK^\top/\sqrt{d_k})", "softmax(QKᵀ/√(d_k))"),
-    (r"e^{0.004982} = 1.00499", "e^0.004982 = 1.00499"),
-    (r"-\ln 0.250629 = 1.38378", "-ln 0.250629 = 1.38378"),
-    (r"\log \sum_j e^{z_j}", "log ∑_j e^(z_j)"),
-    (r"\frac{\partial L}{\partial W_O}", "∂L/∂W_O"),
-    (r"h^\top (p - y)", "hᵀ(p - y)"),
-    (r"\tfrac{x_1 - x_2}{2}", "(x_1 - x_2)/2"),
-    (r"(x - \mu)^2 \cdot \sqrt{2}", "(x - μ)² · √2"),
-    (r"\begin{bmatrix} 0.1 & -0.2 \\ 0.3 & 0.4 \end{bmatrix}", "[0.1 -0.2; 0.3 0.4]"),
-])
+@pytest.mark.parametrize(
+    "tex, text",
+    [
+        (r"\mathrm{softmax}(QK^\top/\sqrt{d_k})", "softmax(QKᵀ/√(d_k))"),
+        (r"e^{0.004982} = 1.00499", "e^0.004982 = 1.00499"),
+        (r"-\ln 0.250629 = 1.38378", "-ln 0.250629 = 1.38378"),
+        (r"\log \sum_j e^{z_j}", "log ∑_j e^(z_j)"),
+        (r"\frac{\partial L}{\partial W_O}", "∂L/∂W_O"),
+        (r"h^\top (p - y)", "hᵀ(p - y)"),
+        (r"\tfrac{x_1 - x_2}{2}", "(x_1 - x_2)/2"),
+        (r"(x - \mu)^2 \cdot \sqrt{2}", "(x - μ)² · √2"),
+        (r"\begin{bmatrix} 0.1 & -0.2 \\ 0.3 & 0.4 \end{bmatrix}", "[0.1 -0.2; 0.3 0.4]"),
+    ],
+)
 def test_readings(tex, text):
     assert math_text(tex) == text
 
@@ -65,4 +69,6 @@ def test_the_script_is_served_on_the_search_page_only():
     assert added == [course_search.SCRIPT]
     script = course_search.STATIC / course_search.SCRIPT
     assert script.is_file() and "_static" not in script.parts  # see course_site.py: no _static/
-    assert "Search.htmlToText" in script.read_text() and course_search.ATTRIBUTE in script.read_text()
+    assert (
+        "Search.htmlToText" in script.read_text() and course_search.ATTRIBUTE in script.read_text()
+    )

@@ -8,11 +8,13 @@ there, the TeX is not. (The conversion itself: tests/test_search.py.)
 
 Uses the site build of tests/test_browser.py (``COURSE_BROWSER_BUILD`` to point at your own).
 """
+
 from __future__ import annotations
 
 import re
 
 import pytest
+from browser_support import browser_js
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -24,16 +26,8 @@ QUERIES = ["softmax", "cross-entropy", "logits"]
 
 # The search has finished and every result has its summary (fetched after the result is listed)
 # or its description.
-FINISHED = """() => {
-  const status = document.querySelector("#search-results .search-summary, p.search-summary");
-  if (status === null || !/found|did not match/i.test(status.textContent)) return false;
-  return [...document.querySelectorAll("#search-results li")]
-    .every((li) => li.querySelector("p.context, span") !== null);
-}"""
-SUMMARIES = """() => [...document.querySelectorAll("#search-results li")].map((li) => ({
-  title: (li.querySelector("a") || li).textContent.trim(),
-  summary: (li.querySelector("p.context") || {textContent: ""}).textContent,
-}))"""
+FINISHED = browser_js("search-finished.js")
+SUMMARIES = browser_js("search-summaries.js")
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +62,11 @@ def open_search(browser, base_url):
 def test_the_script_is_on_the_search_page_only(site_dir):
     assert SCRIPT in (site_dir / "search.html").read_text(encoding="utf-8")
     assert (site_dir / "_static" / SCRIPT).is_file()
-    carrying = [p.relative_to(site_dir).as_posix() for p in site_dir.rglob("*.html")
-                if p.name != "search.html" and SCRIPT in p.read_text(encoding="utf-8")]
+    carrying = [
+        p.relative_to(site_dir).as_posix()
+        for p in site_dir.rglob("*.html")
+        if p.name != "search.html" and SCRIPT in p.read_text(encoding="utf-8")
+    ]
     assert not carrying, f"{SCRIPT} loaded outside the search page: {carrying[:5]}"
 
 
@@ -77,7 +74,8 @@ def test_math_carries_its_plain_text(site_dir):
     html = (site_dir / "book" / "04_attention.html").read_text(encoding="utf-8")
     pasted = (site_dir / "book" / "worked" / "ex1_forward.html").read_text(encoding="utf-8")
     assert re.search(r'class="[^"]*text_latex[^"]*math[^"]*"[^>]*data-course-text="e\^', pasted), (
-        "the glued inline math of Example 1 carries no plain-text reading")
+        "the glued inline math of Example 1 carries no plain-text reading"
+    )
     maths = re.findall(r'<(?:span|div) class="[^"]*\bmath\b[^"]*"([^>]*)>', html)
     assert len(maths) > 20, "expected many formulas in Chapter 4"
     bare = [m for m in maths if "data-course-text=" not in m]
@@ -90,11 +88,16 @@ def test_summaries_show_text_not_tex(query, open_search):
     assert results, f"searching for {query!r} found nothing"
     with_summary = [r for r in results if r["summary"].strip()]
     assert len(with_summary) >= 3, f"{query!r}: too few summaries: {results[:3]}"
-    tex = [(r["title"], TEX.findall(r["summary"]), r["summary"][:160])
-           for r in with_summary if TEX.search(r["summary"])]
+    tex = [
+        (r["title"], TEX.findall(r["summary"]), r["summary"][:160])
+        for r in with_summary
+        if TEX.search(r["summary"])
+    ]
     assert not tex, f"{query!r}: TeX in {len(tex)} summaries, e.g. {tex[:3]}"
     # Sphinx searches each word of the query and cuts the summary around the last one it finds
     words = [w for w in re.split(r"\W+", query.lower()) if w]
-    missing = [r["title"] for r in with_summary if not any(w in r["summary"].lower() for w in words)]
+    missing = [
+        r["title"] for r in with_summary if not any(w in r["summary"].lower() for w in words)
+    ]
     assert not missing, f"{query!r} missing from the summaries of {missing[:5]}"
     assert not problems, f"search page: {problems}"

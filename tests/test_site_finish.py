@@ -1,6 +1,7 @@
 """The site's finish without a build: book/_ext/course_site.py's string fixes and head tags,
 and the worksheets' rendering (course_lib.handcalc.worksheet). The built pages themselves are
 checked in a real browser by tests/test_browser.py."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -8,8 +9,13 @@ import re
 
 import numpy as np
 
-from course_lib.handcalc.worksheet import (Line, html_table, plain_lists, significant_digits,
-                                           worksheet_html)
+from course_lib.handcalc.worksheet import (
+    Line,
+    html_table,
+    plain_lists,
+    significant_digits,
+    worksheet_html,
+)
 from tools import ROOT
 
 
@@ -38,8 +44,9 @@ def test_significant_digits_counts_what_is_shown():
 
 def test_worksheet_page_fits_a_phone_and_links_back():
     lines = [Line("S", "K = {}", str([["0.1", "0.0"]])), Line("S", "P = {}", "0.250621")]
-    key = worksheet_html("Example", "Intro", lines, answers=True, back="../ex.html",
-                         other="ex_worksheet.html")
+    key = worksheet_html(
+        "Example", "Intro", lines, answers=True, back="../ex.html", other="ex_worksheet.html"
+    )
     assert '<meta name="viewport" content="width=device-width' in key
     assert 'href="../ex.html"' in key and 'href="ex_worksheet.html"' in key
     assert "['" not in key and "[[0.1, 0.0]]" in key
@@ -56,13 +63,15 @@ def test_table_corner_is_not_an_empty_header():
 
 
 def test_body_fixes():
-    body = ('<details class="hide above-input"><summary aria-label="Toggle hidden content">'
-            '<p>Show code cell content</p></summary></details>'
-            '<div role="list" class="citation-list"><div class="citation" id="x" '
-            'role="doc-biblioentry">A</div></div>'
-            '<div class="cell_output"><img alt="a" src="../_images/a.png" /></div>'
-            '<a class="reference" href="../_images/b.png"><img alt="b" src="../_images/b.png" /></a>'
-            '<img alt="c" src="data:image/png;base64,AAAA" />')
+    body = (
+        '<details class="hide above-input"><summary aria-label="Toggle hidden content">'
+        '<p>Show code cell content</p></summary></details>'
+        '<div role="list" class="citation-list"><div class="citation" id="x" '
+        'role="doc-biblioentry">A</div></div>'
+        '<div class="cell_output"><img alt="a" src="../_images/a.png" /></div>'
+        '<a class="reference" href="../_images/b.png"><img alt="b" src="../_images/b.png" /></a>'
+        '<img alt="c" src="data:image/png;base64,AAAA" />'
+    )
     out = site.fix_body(body)
     assert 'aria-label="Toggle hidden content"' not in out
     assert 'role="doc-biblioentry"' not in out and 'role="listitem"' in out
@@ -91,10 +100,12 @@ def test_math_detection():
 
 
 def test_sidebar_carets_get_names():
-    html = ('<li><a class="reference internal" href="a.html">1. A</a></li>'
-            '<li class="has-children"><a class="current reference internal" href="#">5. <em>W</em>'
-            ' ex</a><details open="open"><summary><span class="toctree-toggle" role="presentation">'
-            '<i></i></span></summary></details></li>')
+    html = (
+        '<li><a class="reference internal" href="a.html">1. A</a></li>'
+        '<li class="has-children"><a class="current reference internal" href="#">5. <em>W</em>'
+        ' ex</a><details open="open"><summary><span class="toctree-toggle" role="presentation">'
+        '<i></i></span></summary></details></li>'
+    )
     out = str(site._label_carets(lambda: html)())
     assert '<summary><span class="visually-hidden">Sections of 5. W ex</span>' in out
     assert out.count("visually-hidden") == 1

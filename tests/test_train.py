@@ -1,4 +1,5 @@
 """The training loop: it learns, the optimiser groups, the schedule, exact resume, the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -7,11 +8,19 @@ from dataclasses import asdict
 
 import pytest
 import torch
+from train_support import TINY, tiny_trainer
 
 from course_lib.model import MiniGPT
 from course_lib.schedule import warmup_cosine
-from train_support import TINY, tiny_trainer
-from course_lib.train import Trainer, TrainConfig, corpus_tokens, load_config, load_model, main, make_optimizer
+from course_lib.train import (
+    TrainConfig,
+    Trainer,
+    corpus_tokens,
+    load_config,
+    load_model,
+    main,
+    make_optimizer,
+)
 
 _trainer = tiny_trainer
 
@@ -40,7 +49,10 @@ def test_weight_decay_only_on_matrices():
     decayed = {id(p) for p in opt.param_groups[0]["params"]}
     for name, p in t.module.named_parameters():
         assert (id(p) in decayed) == (p.dim() >= 2), name
-        assert opt.param_groups[0]["weight_decay"] == 0.1 and opt.param_groups[1]["weight_decay"] == 0.0
+        assert (
+            opt.param_groups[0]["weight_decay"] == 0.1
+            and opt.param_groups[1]["weight_decay"] == 0.0
+        )
     n_opt = sum(p.numel() for g in opt.param_groups for p in g["params"])
     assert n_opt == t.module.num_params()  # the tied matrix appears once
 
@@ -66,7 +78,10 @@ def test_checkpoint_resume_gives_exactly_the_same_next_losses(tmp_path):
     tok, train, val = corpus_tokens(cfg)
     torch.manual_seed(12345)  # disturb the global RNG: the checkpoint must restore it
     resumed = Trainer.load(tmp_path / "ckpt.pt", train, val)
-    assert resumed.step == 30 and resumed.history.step == straight.history.step[: len(resumed.history.step)]
+    assert (
+        resumed.step == 30
+        and resumed.history.step == straight.history.step[: len(resumed.history.step)]
+    )
     resumed.train(steps=10, progress=False)
     assert resumed.history.step_loss == straight.history.step_loss  # bit-for-bit
     model, tok2 = load_model(tmp_path / "ckpt.pt")
@@ -77,7 +92,10 @@ def test_load_restores_the_state_of_its_own_rank(tmp_path):
     # Two trainers as the two ranks of a DDP run would have them (seed + rank samplers).
     cfg = TrainConfig(**TINY)
     tok, train, val = corpus_tokens(cfg)
-    ranks = [Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok, rank=r, world_size=2) for r in range(2)]
+    ranks = [
+        Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok, rank=r, world_size=2)
+        for r in range(2)
+    ]
     for t in ranks:
         for _ in range(3):
             t.sampler.sample(8)  # each rank has drawn 3 batches
@@ -89,7 +107,8 @@ def test_load_restores_the_state_of_its_own_rank(tmp_path):
     for r in range(2):
         resumed = Trainer.load(tmp_path / "ckpt.pt", train, val, rank=r, world_size=2)
         assert torch.equal(resumed.sampler.sample(8)[0], next_batches[r])
-    # resumed by one process: a warning (its batches cannot match the two-process run), rank 0's stream
+    # resumed by one process: a warning (its batches cannot match the two-process run), rank 0's
+    # stream
     with pytest.warns(UserWarning, match="written by 2 process"):
         single = Trainer.load(tmp_path / "ckpt.pt", train, val)
     assert torch.equal(single.sampler.sample(8)[0], next_batches[0])
@@ -117,15 +136,27 @@ def test_config_file_and_cli(tmp_path, capsys):
     assert isinstance(saved["sample"], str) and len(saved["sample"]) == 300
     assert "tiny: 20 steps" in capsys.readouterr().out
     # resume the run for 10 more steps from its checkpoint: --max-steps extends it (issue 12)
-    res2 = main(["--max-steps", "30", "--resume", str(tmp_path / "run" / "ckpt.pt"), "--out", str(tmp_path / "run"),
-                 "--no-progress"])
+    res2 = main(
+        [
+            "--max-steps",
+            "30",
+            "--resume",
+            str(tmp_path / "run" / "ckpt.pt"),
+            "--out",
+            str(tmp_path / "run"),
+            "--no-progress",
+        ]
+    )
     assert res2["steps"] == 30 and res2["config"]["max_steps"] == 30
     state = torch.load(tmp_path / "run" / "ckpt.pt", weights_only=False)
     assert state["step"] == 30 and len(state["history"]["step_loss"]) == 30
     # the last 10 steps follow the schedule stretched to the new end
-    assert state["history"]["lr"][20:] == pytest.approx([warmup_cosine(s, 3e-3, 10, 30, 3e-4) for s in range(20, 30)])
+    assert state["history"]["lr"][20:] == pytest.approx(
+        [warmup_cosine(s, 3e-3, 10, 30, 3e-4) for s in range(20, 30)]
+    )
     res3 = main(["--resume", str(tmp_path / "run" / "ckpt.pt"), "--no-progress"])
-    assert res3["steps"] == 30  # without --max-steps the checkpoint's own (now 30) is kept: nothing left to do
+    # without --max-steps the checkpoint's own (now 30) is kept: nothing left to do
+    assert res3["steps"] == 30
     with pytest.raises(SystemExit):
         main(["--out", str(tmp_path / "x")])  # neither --config nor --resume
     bad = tmp_path / "bad.json"
@@ -155,7 +186,11 @@ def test_config_overrides_and_round_trip(tmp_path):
 def test_shipped_configs_are_valid():
     from importlib.resources import files
 
-    names = [p.name for p in files("course_lib").joinpath("configs").iterdir() if p.name.endswith(".json")]
+    names = [
+        p.name
+        for p in files("course_lib").joinpath("configs").iterdir()
+        if p.name.endswith(".json")
+    ]
     assert {"baseline.json", "chapter.json", "long.json"} <= set(names)
     for name in names:
         cfg = load_config(files("course_lib").joinpath("configs", name))

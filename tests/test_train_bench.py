@@ -1,14 +1,16 @@
 """The training benchmark script: a tiny smoke run of its pieces (the real run takes ~17 min)."""
+
 from __future__ import annotations
 
 import json
 import statistics
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from tools import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import train_bench  # noqa: E402
 
 from course_lib.model import GPTConfig  # noqa: E402
@@ -32,25 +34,45 @@ def test_matmul_rates_are_positive_and_count_every_product():
 @pytest.mark.slow  # trains the real baseline shape for a few steps (~9 s)
 def test_a_scaled_down_run_writes_the_table(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    summary = train_bench.main(["--only", "baseline", "--scale", "0.002", "--out", str(out), "--no-compare",
-                                "--threads", "1"])
+    summary = train_bench.main(
+        [
+            "--only",
+            "baseline",
+            "--scale",
+            "0.002",
+            "--out",
+            str(out),
+            "--no-compare",
+            "--threads",
+            "1",
+        ]
+    )
     saved = json.loads(out.read_text())
     run = saved["runs"]["baseline"]
     assert run["steps"] == 4 and run["config"]["model"]["n_layer"] == 4  # the real shape, few steps
-    assert 0 < run["mfu"] < 1 and run["final_val_loss"] == pytest.approx(summary["runs"]["baseline"]["final_val_loss"])
+    assert 0 < run["mfu"] < 1 and run["final_val_loss"] == pytest.approx(
+        summary["runs"]["baseline"]["final_val_loss"]
+    )
     assert "baseline" in capsys.readouterr().out
 
 
 import cpu_step_profile  # noqa: E402
 
 
-@pytest.mark.parametrize("event, kind", [
-    ("aten::mm", "matrix products"), ("aten::addmm", "matrix products"),
-    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "attention"),
-    ("aten::gelu_backward", "GELU"), ("aten::native_layer_norm_backward", "LayerNorm"),
-    ("aten::_fused_adamw_", "optimiser and clipping"), ("aten::linalg_vector_norm", "optimiser and clipping"),
-    ("aten::embedding_dense_backward", "embedding and loss"), ("aten::add", "rest"),
-])
+@pytest.mark.parametrize(
+    "event, kind",
+    [
+        ("aten::mm", "matrix products"),
+        ("aten::addmm", "matrix products"),
+        ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "attention"),
+        ("aten::gelu_backward", "GELU"),
+        ("aten::native_layer_norm_backward", "LayerNorm"),
+        ("aten::_fused_adamw_", "optimiser and clipping"),
+        ("aten::linalg_vector_norm", "optimiser and clipping"),
+        ("aten::embedding_dense_backward", "embedding and loss"),
+        ("aten::add", "rest"),
+    ],
+)
 def test_profile_sorts_events_by_kind_of_work(event, kind):
     assert cpu_step_profile.kind_of(event) == kind
 

@@ -5,6 +5,7 @@ torch and autograd, without importing handcalc, then compares each number that a
 glued string (arithmetic like "0.0×0.1 + 0.1×0.0 = 0.0" included) within its displayed rounding.
 A glued name this file does not know fails the test, so new numbers cannot slip in unchecked.
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,18 +20,20 @@ import torch.nn.functional as F
 
 from course_lib.handcalc.sheets import write_worksheets
 from course_lib.handcalc.worksheet import worksheet_html
-
 from tools import ROOT
-PAGES = ["05_worked_examples"] + [f"worked/{p.stem}" for p in sorted((ROOT / "book" / "worked").glob("*.md"))]
+
+PAGES = ["05_worked_examples"] + [
+    f"worked/{p.stem}" for p in sorted((ROOT / "book" / "worked").glob("*.md"))
+]
 VOCAB = "ABCD"
 E = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
 PATTERNS = [("AB", "C"), ("AA", "D"), ("BA", "C")]
 LR = 0.1
 
 
-
 # float64 as the default dtype for this module only (see conftest.float64_default).
 pytestmark = pytest.mark.usefixtures("float64_default")
+
 
 # ------------------------------------------------------------------------------ reading glue
 def _glue_text(out: dict) -> str:
@@ -97,8 +100,11 @@ def inconsistent_roundings(glued: dict[str, str], expected: dict[str, list[float
             if math.isinf(target) or target == round(target):
                 continue
             groups.setdefault(f"{target:.9g}", {}).setdefault(value, []).append(name)
-    return [f"{key}: " + "; ".join(f"{v:g} in {', '.join(names)}" for v, names in sorted(ways.items()))
-            for key, ways in sorted(groups.items()) if len(ways) > 1]
+    return [
+        f"{key}: " + "; ".join(f"{v:g} in {', '.join(names)}" for v, names in sorted(ways.items()))
+        for key, ways in sorted(groups.items())
+        if len(ways) > 1
+    ]
 
 
 def matches(shown: float, body: str, expected: float) -> bool:
@@ -107,15 +113,19 @@ def matches(shown: float, body: str, expected: float) -> bool:
     if shown == 0.0:
         return abs(expected) < 1e-12
     decimals = len(body.split(".")[1]) if "." in body else 0
-    tol_dec = 0.5 * 10.0 ** -decimals
+    tol_dec = 0.5 * 10.0**-decimals
     tol_sig = 0.5 * 10.0 ** (math.floor(math.log10(abs(expected))) - 3) if expected else tol_dec
     return abs(shown - expected) <= min(tol_dec, tol_sig) * (1 + 1e-9) + 1e-15
 
 
 # ------------------------------------------------------------------------------ torch model
 def params0() -> dict:
-    return {"W_Q": 0.1 * torch.eye(2), "W_K": 0.1 * torch.eye(2), "W_V": 0.1 * torch.eye(2),
-            "W_O": torch.tensor([[0.1, 0.0, 0.0, 0.0], [0.0, 0.0, 0.1, 0.0]])}
+    return {
+        "W_Q": 0.1 * torch.eye(2),
+        "W_K": 0.1 * torch.eye(2),
+        "W_V": 0.1 * torch.eye(2),
+        "W_O": torch.tensor([[0.1, 0.0, 0.0, 0.0], [0.0, 0.0, 0.1, 0.0]]),
+    }
 
 
 def run(W: dict, tokens: str, target: str) -> dict:
@@ -144,7 +154,9 @@ def with_grad(W):
 
 
 def sgd(W, grads, lr, only=None):
-    return {k: (v - lr * grads[k] if only is None or k in only else v).detach() for k, v in W.items()}
+    return {
+        k: (v - lr * grads[k] if only is None or k in only else v).detach() for k, v in W.items()
+    }
 
 
 def flat(t) -> list[float]:
@@ -165,10 +177,17 @@ def torch_block_model(P: dict, tokens: str, target: str):
     T = len(tokens)
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for i in (1, 2):
-        B = lambda n: P[f"block{i}.{n}"]  # noqa: E731
+
+        def B(n, i=i):
+            return P[f"block{i}.{n}"]
+
         a = F.layer_norm(h, (2,), B("ln1.g"), B("ln1.b"), eps=1e-5)
-        h = h + F.scaled_dot_product_attention((a @ B("W_Q"))[None], (a @ B("W_K"))[None],
-                                               (a @ B("W_V"))[None], attn_mask=mask)[0]
+        h = (
+            h
+            + F.scaled_dot_product_attention(
+                (a @ B("W_Q"))[None], (a @ B("W_K"))[None], (a @ B("W_V"))[None], attn_mask=mask
+            )[0]
+        )
         m = F.layer_norm(h, (2,), B("ln2.g"), B("ln2.b"), eps=1e-5)
         h = h + torch.relu(m @ B("W1") + B("b1")) @ B("W2") + B("b2")
     z = F.layer_norm(h, (2,), P["lnf.g"], P["lnf.b"], eps=1e-5)[-1] @ P["W_O"]
@@ -183,11 +202,21 @@ FFN_B2 = torch.zeros(2, dtype=torch.float64)
 def block_model_init() -> dict:
     P = {}
     for i in (1, 2):
-        P.update({f"block{i}.ln1.g": torch.ones(2), f"block{i}.ln1.b": torch.zeros(2),
-                  f"block{i}.W_Q": 0.1 * torch.eye(2), f"block{i}.W_K": 0.1 * torch.eye(2),
-                  f"block{i}.W_V": 0.1 * torch.eye(2), f"block{i}.ln2.g": torch.ones(2),
-                  f"block{i}.ln2.b": torch.zeros(2), f"block{i}.W1": FFN_W.clone(),
-                  f"block{i}.b1": FFN_B1.clone(), f"block{i}.W2": FFN_W.clone(), f"block{i}.b2": FFN_B2.clone()})
+        P.update(
+            {
+                f"block{i}.ln1.g": torch.ones(2),
+                f"block{i}.ln1.b": torch.zeros(2),
+                f"block{i}.W_Q": 0.1 * torch.eye(2),
+                f"block{i}.W_K": 0.1 * torch.eye(2),
+                f"block{i}.W_V": 0.1 * torch.eye(2),
+                f"block{i}.ln2.g": torch.ones(2),
+                f"block{i}.ln2.b": torch.zeros(2),
+                f"block{i}.W1": FFN_W.clone(),
+                f"block{i}.b1": FFN_B1.clone(),
+                f"block{i}.W2": FFN_W.clone(),
+                f"block{i}.b2": FFN_B2.clone(),
+            }
+        )
     P.update({"lnf.g": torch.ones(2), "lnf.b": torch.zeros(2), "W_O": params0()["W_O"]})
     return {k: v.clone().requires_grad_(True) for k, v in P.items()}
 
@@ -199,7 +228,12 @@ def expected_values() -> dict[str, list[float]]:
     r = run(W, "AB", "C")
     r["loss"].backward()
     Q, K, V, X = (r[k].detach() for k in ("Q", "K", "V", "X"))
-    w, h, z, p = r["weights"].detach(), r["out"][-1].detach(), r["logits"].detach(), r["probs"].detach()
+    w, h, z, p = (
+        r["weights"].detach(),
+        r["out"][-1].detach(),
+        r["logits"].detach(),
+        r["probs"].detach(),
+    )
     WO = W["W_O"].detach()
     # Example 1
     ex["e1_Q"], ex["e1_K"], ex["e1_V"] = flat(Q), flat(K), flat(V)
@@ -210,9 +244,15 @@ def expected_values() -> dict[str, list[float]]:
         ex[f"e1_scaled_B{t}"] = [float(sc[1, j]), 2.0, float(scaled[1, j])]
     ex["e1_masked"] = flat(r["masked"])
     e = torch.exp(scaled[1])
-    ex["e1_exp_BA"], ex["e1_exp_BB"] = [float(scaled[1, 0]), float(e[0])], [float(scaled[1, 1]), float(e[1])]
+    ex["e1_exp_BA"], ex["e1_exp_BB"] = (
+        [float(scaled[1, 0]), float(e[0])],
+        [float(scaled[1, 1]), float(e[1])],
+    )
     ex["e1_expsum"] = flat(e) + [float(e.sum())]
-    ex["e1_w_BA"], ex["e1_w_BB"] = [float(e[0]), float(e.sum()), float(w[1, 0])], [float(e[1]), float(e.sum()), float(w[1, 1])]
+    ex["e1_w_BA"], ex["e1_w_BB"] = (
+        [float(e[0]), float(e.sum()), float(w[1, 0])],
+        [float(e[1]), float(e.sum()), float(w[1, 1])],
+    )
     ex["e1_wsum"] = flat(w[1]) + [float(w[1].sum())]
     ex["e1_h0"], ex["e1_h1"] = dot(w[1], V[:, 0]), dot(w[1], V[:, 1])
     ez = torch.exp(z)
@@ -239,15 +279,25 @@ def expected_values() -> dict[str, list[float]]:
     r2 = run(W2, "AB", "C")
     ex["e2_logits_new"] = flat(r2["logits"])
     pC0, pC1, l0, l1 = float(p[2]), float(r2["probs"][2]), r["loss"].item(), r2["loss"].item()
-    ex.update({"e2_pC_before": [pC0], "e2_pC_after": [pC1], "e2_pC_change": [pC1 - pC0],
-               "e2_loss_before": [l0], "e2_loss_after": [l1], "e2_loss_change": [l1 - l0]})
+    ex.update(
+        {
+            "e2_pC_before": [pC0],
+            "e2_pC_after": [pC1],
+            "e2_pC_change": [pC1 - pC0],
+            "e2_loss_before": [l0],
+            "e2_loss_after": [l1],
+            "e2_loss_change": [l1 - l0],
+        }
+    )
     # Example 3
     d_h = r["out"].grad[-1]
     ex["e3_dh0"], ex["e3_dh1"] = dot(WO[0], d_logits), dot(WO[1], d_logits)
     gw = r["weights"].grad[1]
     ex["e3_da_A"], ex["e3_da_B"] = dot(d_h, V[0]), dot(d_h, V[1])
     ex["e3_dV"] = flat(r["V"].grad)
-    ex["e3_J"] = flat(torch.autograd.functional.jacobian(lambda u: torch.softmax(u, -1), r["masked"][1].detach()))
+    ex["e3_J"] = flat(
+        torch.autograd.functional.jacobian(lambda u: torch.softmax(u, -1), r["masked"][1].detach())
+    )
     ex["e3_sg"] = dot(w[1], gw)
     sg = float(torch.dot(w[1], gw))
     d_scaled, d_scores = r["scaled"].grad, r["scores"].grad
@@ -256,21 +306,42 @@ def expected_values() -> dict[str, list[float]]:
         ex[f"e3_ds_{t}"] = [float(d_scaled[1, j]), 2.0, float(d_scores[1, j])]
     ex["e3_dqB0"], ex["e3_dqB1"] = dot(d_scores[1], K[:, 0]), dot(d_scores[1], K[:, 1])
     ex["e3_dK"] = flat(r["K"].grad)
-    ex["e3_dWQ"], ex["e3_dWK"], ex["e3_dWV"] = flat(W["W_Q"].grad), flat(W["W_K"].grad), flat(W["W_V"].grad)
+    ex["e3_dWQ"], ex["e3_dWK"], ex["e3_dWV"] = (
+        flat(W["W_Q"].grad),
+        flat(W["W_K"].grad),
+        flat(W["W_V"].grad),
+    )
     r_all = run(sgd(W, grads, LR), "AB", "C")
     pC_all, l_all = float(r_all["probs"][2]), r_all["loss"].item()
-    ex.update({"e3_pC_before": [pC0], "e3_pC_WO": [pC1], "e3_pC_all": [pC_all],
-               "e3_loss_before": [l0], "e3_loss_WO": [l1], "e3_loss_all": [l_all]})
-    ex.update({"s_loss0": [l0], "s_pC0": [pC0], "s_pC_wo": [pC1], "s_loss_wo": [l1],
-               "s_pC_all": [pC_all], "s_loss_all": [l_all], "s_wBB": [float(w[1, 1])]})
+    ex.update(
+        {
+            "e3_pC_before": [pC0],
+            "e3_pC_WO": [pC1],
+            "e3_pC_all": [pC_all],
+            "e3_loss_before": [l0],
+            "e3_loss_WO": [l1],
+            "e3_loss_all": [l_all],
+        }
+    )
+    ex.update(
+        {
+            "s_loss0": [l0],
+            "s_pC0": [pC0],
+            "s_pC_wo": [pC1],
+            "s_loss_wo": [l1],
+            "s_pC_all": [pC_all],
+            "s_loss_all": [l_all],
+            "s_wBB": [float(w[1, 1])],
+        }
+    )
     # Example 4
     Wb = with_grad(params0())
     losses = [run(Wb, t, y_)["loss"] for t, y_ in PATTERNS]
     mean = sum(losses) / 3
     mean.backward()
-    for key, l in zip(["AB", "AA", "BA"], losses):
-        ex[f"e4_loss_{key}"] = [l.item()]
-    ex["e4_loss_mean"] = [l.item() for l in losses] + [3.0, mean.item()]
+    for key, loss in zip(["AB", "AA", "BA"], losses):
+        ex[f"e4_loss_{key}"] = [loss.item()]
+    ex["e4_loss_mean"] = [loss.item() for loss in losses] + [3.0, mean.item()]
     ex["e4_dWO_mean"] = flat(Wb["W_O"].grad)
     W1 = sgd(Wb, {k: v.grad for k, v in Wb.items()}, LR)
     ex["e4_step_before"] = [mean.item()]
@@ -279,13 +350,21 @@ def expected_values() -> dict[str, list[float]]:
     for epoch in range(500):
         Wt = with_grad(Wt)
         rs = [run(Wt, t, y_) for t, y_ in PATTERNS]
-        if first is None and all(int(rr["probs"].argmax()) == VOCAB.index(y_) for rr, (_, y_) in zip(rs, PATTERNS)):
+        if first is None and all(
+            int(rr["probs"].argmax()) == VOCAB.index(y_) for rr, (_, y_) in zip(rs, PATTERNS)
+        ):
             first = epoch
         (sum(rr["loss"] for rr in rs) / 3).backward()
         Wt = sgd(Wt, {k: v.grad for k, v in Wt.items()}, LR)
     rs = [run(Wt, t, y_) for t, y_ in PATTERNS]
-    ex.update({"e4_lr": [LR], "e4_epochs": [500.0], "e4_first_correct": [float(first)],
-               "e4_final_loss": [(sum(rr["loss"] for rr in rs) / 3).item()]})
+    ex.update(
+        {
+            "e4_lr": [LR],
+            "e4_epochs": [500.0],
+            "e4_first_correct": [float(first)],
+            "e4_final_loss": [(sum(rr["loss"] for rr in rs) / 3).item()],
+        }
+    )
     for key, rr, (_, y_) in zip(["AB", "AA", "BA"], rs, PATTERNS):
         ex[f"e4_p_{key}"] = [float(rr["probs"][VOCAB.index(y_)])]
     # Example 5
@@ -294,9 +373,15 @@ def expected_values() -> dict[str, list[float]]:
     hid = torch.relu(pre)
     out = hid @ FFN_W + FFN_B2
     ex["e5_W1"], ex["e5_b1"] = flat(FFN_W), flat(FFN_B1)
-    ex["e5_pre_A0"], ex["e5_pre_A1"] = affine(x, FFN_W[:, 0], FFN_B1[0]), affine(x, FFN_W[:, 1], FFN_B1[1])
+    ex["e5_pre_A0"], ex["e5_pre_A1"] = (
+        affine(x, FFN_W[:, 0], FFN_B1[0]),
+        affine(x, FFN_W[:, 1], FFN_B1[1]),
+    )
     ex["e5_relu_A1"] = [float(pre[1]), float(hid[1])]
-    ex["e5_out_A0"], ex["e5_out_A1"] = affine(hid, FFN_W[:, 0], FFN_B2[0]), affine(hid, FFN_W[:, 1], FFN_B2[1])
+    ex["e5_out_A0"], ex["e5_out_A1"] = (
+        affine(hid, FFN_W[:, 0], FFN_B2[0]),
+        affine(hid, FFN_W[:, 1], FFN_B2[1]),
+    )
     ex["e5_res_A0"] = [float(x[0]), float(out[0]), float(x[0] + out[0])]
     ex["e5_res_A1"] = [float(x[1]), float(out[1]), float(x[1] + out[1])]
     ex["e5_W1W2"], ex["e5_bb"] = flat(FFN_W @ FFN_W), flat(FFN_B1 @ FFN_W + FFN_B2)
@@ -313,7 +398,8 @@ def expected_values() -> dict[str, list[float]]:
     ln = F.layer_norm(v, (2,), eps=1e-5)
     assert torch.allclose(ln, (v - mu) / std)
     ex["e6_ln_mean"] = [float(v[0]), float(v[1]), 2.0, float(mu)]
-    ex["e6_ln_var"] = [float(v[0] - mu), 2.0, float(v[1] - mu), 2.0, 2.0, float(var)]  # (a)^2 + (b)^2
+    # (a)^2 + (b)^2
+    ex["e6_ln_var"] = [float(v[0] - mu), 2.0, float(v[1] - mu), 2.0, 2.0, float(var)]
     ex["e6_ln_std"] = [float(var), 1e-5, float(std)]
     ex["e6_ln_xhat0"] = [float(v[0]), float(mu), float(std), float(ln[0])]
     ex["e6_ln_xhat1"] = [float(v[1]), float(mu), float(std), float(ln[1])]
@@ -323,29 +409,53 @@ def expected_values() -> dict[str, list[float]]:
         h = E[[VOCAB.index(c) for c in t]]
         mask = torch.ones(len(t), len(t), dtype=torch.bool).tril()
         a = F.layer_norm(h, (2,), eps=1e-5)
-        h = h + F.scaled_dot_product_attention((a @ P["block1.W_Q"])[None], (a @ P["block1.W_K"])[None],
-                                               (a @ P["block1.W_V"])[None], attn_mask=mask)[0]
+        h = (
+            h
+            + F.scaled_dot_product_attention(
+                (a @ P["block1.W_Q"])[None],
+                (a @ P["block1.W_K"])[None],
+                (a @ P["block1.W_V"])[None],
+                attn_mask=mask,
+            )[0]
+        )
         pre = F.layer_norm(h, (2,), eps=1e-5) @ FFN_W + FFN_B1  # (T, 2)
         ffn = torch.relu(pre) @ FFN_W + FFN_B2  # (T, 2)
         zero, positions = zero + int((ffn == 0).all(-1).sum()), positions + len(t)
         if t == "AB":
-            ex["e6_ffn_pre_off"], ex["e6_ffn_pre_on"], ex["e6_ffn_out_on"] = flat(pre[-1]), flat(pre[0]), flat(ffn[0])
+            ex["e6_ffn_pre_off"], ex["e6_ffn_pre_on"], ex["e6_ffn_out_on"] = (
+                flat(pre[-1]),
+                flat(pre[0]),
+                flat(ffn[0]),
+            )
     ex["e6_ffn_zero"], ex["e6_ffn_positions"] = [float(zero)], [float(positions)]
     ex["e6_n_params"] = [float(sum(t.numel() for t in P.values()))]
     ex["e6_loss0"] = [(sum(torch_block_model(P, t, y_)[0] for t, y_ in PATTERNS) / 3).item()]
-    opt = torch.optim.AdamW([{"params": [t for k, t in P.items() if "W" in k], "weight_decay": 0.01},
-                             {"params": [t for k, t in P.items() if "W" not in k], "weight_decay": 0.0}], lr=0.01)
+    opt = torch.optim.AdamW(
+        [
+            {"params": [t for k, t in P.items() if "W" in k], "weight_decay": 0.01},
+            {"params": [t for k, t in P.items() if "W" not in k], "weight_decay": 0.0},
+        ],
+        lr=0.01,
+    )
     first = None
     for step in range(300):
         outs = [torch_block_model(P, t, y_) for t, y_ in PATTERNS]
-        if first is None and all(int(pr.argmax()) == VOCAB.index(y_) for (_, pr), (_, y_) in zip(outs, PATTERNS)):
+        if first is None and all(
+            int(pr.argmax()) == VOCAB.index(y_) for (_, pr), (_, y_) in zip(outs, PATTERNS)
+        ):
             first = step
         opt.zero_grad()
-        (sum(l for l, _ in outs) / 3).backward()
+        (sum(loss for loss, _ in outs) / 3).backward()
         opt.step()
     outs = [torch_block_model(P, t, y_) for t, y_ in PATTERNS]
-    ex.update({"e6_lr": [0.01], "e6_steps": [300.0], "e6_first_learned": [float(first)],
-               "e6_loss_final": [(sum(l for l, _ in outs) / 3).item()]})
+    ex.update(
+        {
+            "e6_lr": [0.01],
+            "e6_steps": [300.0],
+            "e6_first_learned": [float(first)],
+            "e6_loss_final": [(sum(loss for loss, _ in outs) / 3).item()],
+        }
+    )
     for key, (_, pr), (_, y_) in zip(["AB", "AA", "BA"], outs, PATTERNS):
         ex[f"e6_p_{key}"] = [pr[VOCAB.index(y_)].item()]
     return ex
@@ -363,12 +473,16 @@ def test_every_glued_number_is_recomputed_by_torch(built_book):
     finally:
         torch.set_num_threads(threads)
     unknown = sorted(set(glued) - set(expected))
-    assert not unknown, f"glued names this test cannot recompute (add them to expected_values): {unknown}"
+    assert not unknown, (
+        f"glued names this test cannot recompute (add them to expected_values): {unknown}"
+    )
     problems = []
     for name, text in sorted(glued.items()):
         shown, want = numbers_in(text), expected[name]
         if len(shown) != len(want):
-            problems.append(f"{name}: {len(shown)} numbers in {text!r}, expected {len(want)}: {want}")
+            problems.append(
+                f"{name}: {len(shown)} numbers in {text!r}, expected {len(want)}: {want}"
+            )
             continue
         for (value, body), target in zip(shown, want):
             if not matches(value, body, target):
@@ -410,20 +524,34 @@ def test_worksheets_are_shipped(built_book):
 def test_matcher_rejects_wrong_numbers():
     assert matches(0.2506, "0.2506", 0.250629) and not matches(0.2506, "0.2506", 0.2507)
     assert matches(0.0, "0.0", 0.0) and not matches(0.0, "0.0", 1e-6)
-    assert [v for v, _ in numbers_in("0.25 − 1 = −0.75, W_1 e^0.1 (−2) -\\infty")] == [0.25, 1, -0.75, 0.1, -2, -math.inf]
+    assert [v for v, _ in numbers_in("0.25 − 1 = −0.75, W_1 e^0.1 (−2) -\\infty")] == [
+        0.25,
+        1,
+        -0.75,
+        0.1,
+        -2,
+        -math.inf,
+    ]
 
 
 def test_committed_worksheets_are_up_to_date(tmp_path):
     """The HTML worksheets in book/worked/worksheets are exactly what the code generates now."""
     for path in write_worksheets(tmp_path):
         committed = ROOT / "book" / "worked" / "worksheets" / path.name
-        assert committed.exists(), f"{committed} missing: run python -m course_lib.handcalc.sheets book/worked/worksheets"
+        assert committed.exists(), (
+            f"{committed} missing: run python -m course_lib.handcalc.sheets book/worked/worksheets"
+        )
         assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
-            f"{committed.name} is stale: run python -m course_lib.handcalc.sheets book/worked/worksheets")
+            f"{committed.name} is stale: run python -m course_lib.handcalc.sheets "
+            "book/worked/worksheets"
+        )
 
 
 def test_worksheet_has_blanks_and_key_has_answers():
     from course_lib.handcalc.worksheet import Line
+
     lines = [Line("s", "1 + 1 = {}", "2")]
-    assert "blank" in worksheet_html("t", "i", lines) and ">2<" not in worksheet_html("t", "i", lines)
+    assert "blank" in worksheet_html("t", "i", lines) and ">2<" not in worksheet_html(
+        "t", "i", lines
+    )
     assert ">2<" in worksheet_html("t", "i", lines, answers=True)

@@ -7,6 +7,7 @@
 
 Run them from the repository root: ``python -m tools.colab``, ``python -m tools.exercises``.
 """
+
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository root: the one place that computes it

@@ -5,6 +5,7 @@ kernel (nbclient), as the book build does. The budget is 120 s per chapter on th
 reference machine (2 CPU cores). This is a measurement, not a test: shared machines are
 noisy, so run it when the machine is quiet and read the numbers, not a verdict.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+from . import ROOT
 from .toc import page_path, toc_files
 
 BUDGET_S = 120.0
-from . import ROOT
 
 
 def toc_pages(root: Path = ROOT) -> list[Path]:
@@ -30,8 +31,9 @@ def time_page(md: Path, timeout: int = 600) -> float:
     from nbclient import NotebookClient
 
     nb = jupytext.read(md)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(md.parent)}})
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(md.parent)}}
+    )
     start = time.perf_counter()
     client.execute()
     return time.perf_counter() - start
@@ -39,9 +41,15 @@ def time_page(md: Path, timeout: int = 600) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pages", nargs="*", help="chapter .md files (default: every page in _toc.yml with code)")
-    parser.add_argument("--json", type=Path, default=ROOT / "test-output" / "bench.json",
-                        help="where to write the results (default: %(default)s)")
+    parser.add_argument(
+        "pages", nargs="*", help="chapter .md files (default: every page in _toc.yml with code)"
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=ROOT / "test-output" / "bench.json",
+        help="where to write the results (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     pages = [Path(p).resolve() for p in args.pages] or [
         p for p in toc_pages() if "```{code-cell}" in p.read_text()

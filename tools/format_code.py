@@ -1,9 +1,10 @@
 """Format the code cells of the book's MyST notebooks with ruff, for the page.
 
-The site's code box holds about 88 columns (the ruff settings in ``pyproject.toml``); wider
-code scrolls sideways on a desktop and runs off a phone. This tool runs ``ruff format`` on the
-code of every ``{code-cell}`` in the table of contents' pages and writes the result back in
-place, leaving everything else in the file byte for byte (front matter, markdown, cell options).
+The site's code box holds about 88 columns (``WIDTH``, over the ruff settings in
+``pyproject.toml``, whose line-length is the library code's); wider code scrolls sideways on a
+desktop and runs off a phone. This tool runs ``ruff format`` on the code of every
+``{code-cell}`` in the table of contents' pages and writes the result back in place, leaving
+everything else in the file byte for byte (front matter, markdown, cell options).
 Cells removed from the page (tag ``remove-cell``, e.g. the Colab set-up cell, which
 ``tools.colab`` owns) are left alone, as are cells ruff cannot parse (IPython magics).
 
@@ -15,6 +16,7 @@ Command line::
 
 After formatting a chapter, run ``python -m tools.colab`` to update its paired notebook.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,10 +31,18 @@ from pathlib import Path
 
 from . import ROOT
 
-__all__ = ["CELL", "WIDTH", "code_cells", "format_sources", "format_page", "pages",
-           "place_comments", "main"]
+__all__ = [
+    "CELL",
+    "WIDTH",
+    "code_cells",
+    "format_sources",
+    "format_page",
+    "pages",
+    "place_comments",
+    "main",
+]
 
-WIDTH = 88  # the line-length in pyproject.toml [tool.ruff]
+WIDTH = 88  # the site's code box; pyproject.toml's [tool.ruff] line-length is the library's
 
 # A code cell: opening fence with its language, optional options (YAML block or ":key: value"
 # lines), the code, the closing fence at the start of a line.
@@ -104,11 +114,14 @@ def format_sources(sources: list[str], root: Path = ROOT) -> list[str | None]:
         files = [Path(tmp) / f"cell_{i:04d}.py" for i in range(len(sources))]
         for f, src in zip(files, sources):
             f.write_text(place_comments(src))
-        # --config: the repository's settings, whatever folder the files are in.
+        # --config: the repository's settings, whatever folder the files are in; --line-length:
+        # the page's width over them (pyproject's line-length is the library code's).
+        ruff = [sys.executable, "-m", "ruff", "format", "--quiet", "--line-length", str(WIDTH)]
+        config = ["--config", str(Path(root) / "pyproject.toml")]
         subprocess.run(
-            [sys.executable, "-m", "ruff", "format", "--quiet",
-             "--config", str(Path(root) / "pyproject.toml"), *map(str, files)],
-            capture_output=True, text=True,
+            [*ruff, *config, *map(str, files)],
+            capture_output=True,
+            text=True,
         )  # exit code 2 when some file does not parse: those come back unchanged
         out = []
         for f, src in zip(files, sources):

@@ -1,6 +1,7 @@
 """A built site for a browser (the site's browser tests, the PDF printer in ``tools.pdf``):
 served over HTTP on 127.0.0.1 (MathJax's fonts and the search index do not load from
 ``file://``), and the Chromium that reads it, with its flags."""
+
 from __future__ import annotations
 
 import contextlib
@@ -11,8 +12,14 @@ import threading
 from pathlib import Path
 
 #: Chromium's flags for a headless run in a container (no sandbox, no GPU, no network chatter).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def chromium_path() -> str | None:
@@ -32,8 +39,9 @@ def serve(directory: Path, handler: type[http.server.SimpleHTTPRequestHandler] =
     """Serve ``directory`` on a free port of 127.0.0.1 in a thread; yields the base URL
     (``http://127.0.0.1:PORT/``). ``handler``: a ``QuietHandler`` subclass to change what is
     served."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(handler, directory=str(directory)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(directory))
+    )
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -9,16 +9,16 @@
 2. The page is served on 127.0.0.1 and opened in Debian's Chromium through Playwright (it
    cannot download a browser of its own here), emulating print media at the printed column's
    width, in light mode.
-3. Prepared for print (``PREPARE_JS``): every ``<details>`` opened (the answers of "Check your
-   understanding", hidden code cells, worked solutions); MathJax and the Vega-Lite explorers
-   finished (an explorer prints as its figure at the default settings, with a line saying it is
-   interactive on the site); links to other files of the site dropped (a PDF cannot follow
-   them); display equations and tables wider than the column scaled down to fit; headings
-   renumbered by nesting (each page of the book an ``h1``, as the tagged PDF's structure);
-   a cover (with the licences) and a table of contents added; each page of the book starts a
-   new sheet. The rules that a printed page of the site shares (tabs one after the other, code
-   that wraps, figures kept whole, boxes that may split, no navigation) are the site's print
-   stylesheet, ``book/_ext/site_static/course-print.css``.
+3. Prepared for print (``pdf_static/prepare.js``): every ``<details>`` opened (the answers of
+   "Check your understanding", hidden code cells, worked solutions); MathJax and the Vega-Lite
+   explorers finished (an explorer prints as its figure at the default settings, with a line
+   saying it is interactive on the site); links to other files of the site dropped (a PDF
+   cannot follow them); display equations and tables wider than the column scaled down to fit;
+   headings renumbered by nesting (each page of the book an ``h1``, as the tagged PDF's
+   structure); a cover (with the licences) and a table of contents added; each page of the book
+   starts a new sheet. The rules that a printed page of the site shares (tabs one after the
+   other, code that wraps, figures kept whole, boxes that may split, no navigation) are the
+   site's print stylesheet, ``book/_ext/site_static/course-print.css``.
 4. Checked: nothing wider than the column (``overflowing``). Printed on A4 with page numbers
    (tagged); the table of contents gets its page numbers from the first print's named
    destinations and the book is printed again; pypdf adds the outline (bookmarks: each page of
@@ -28,6 +28,7 @@
 ``./course build`` runs this before the HTML build when Chromium is installed, and the site
 links the PDF (``book/_ext/course_site.py``) when it exists.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,10 +57,13 @@ def start_page(singlehtml: Path) -> str:
     the root document (``book/intro.html``) when the root document is not ``index``."""
     index = singlehtml / "index.html"
     if not index.is_file():
-        raise ValueError(f"no single-page build in {singlehtml}: run `jupyter-book build . "
-                         "--builder singlehtml` (or python -m tools.pdf without --no-build)")
-    m = re.search(r'http-equiv="Refresh"\s+content="\d+;\s*url=([^"]+)"', index.read_text(),
-                  re.IGNORECASE)
+        raise ValueError(
+            f"no single-page build in {singlehtml}: run `jupyter-book build . "
+            "--builder singlehtml` (or python -m tools.pdf without --no-build)"
+        )
+    m = re.search(
+        r'http-equiv="Refresh"\s+content="\d+;\s*url=([^"]+)"', index.read_text(), re.IGNORECASE
+    )
     return m.group(1) if m else "index.html"
 
 
@@ -71,11 +75,13 @@ SERVED_AS = "course-book.html"
 def footer_template(title: str = TITLE) -> str:
     """Chromium's footer: the book's title and the page number (its own tiny document: styles
     inline, a font size given, or it prints nothing readable)."""
-    return ('<div style="font-size:8px; width:100%; margin:0 16mm; display:flex; '
-            'justify-content:space-between; color:#555; font-family:sans-serif;">'
-            f'<span>{html.escape(title)}</span>'
-            '<span><span class="pageNumber"></span> / <span class="totalPages"></span></span>'
-            '</div>')
+    return (
+        '<div style="font-size:8px; width:100%; margin:0 16mm; display:flex; '
+        'justify-content:space-between; color:#555; font-family:sans-serif;">'
+        f'<span>{html.escape(title)}</span>'
+        '<span><span class="pageNumber"></span> / <span class="totalPages"></span></span>'
+        '</div>'
+    )
 
 
 def destination_pages(path: Path) -> dict[str, int]:
@@ -88,21 +94,24 @@ def destination_pages(path: Path) -> dict[str, int]:
     # Chromium's trailer undercounts its objects; pypdf says so on every read.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     reader = PdfReader(str(path))
-    return {name.lstrip("/"): reader.get_destination_page_number(dest) + 1
-            for name, dest in reader.named_destinations.items()}
+    return {
+        name.lstrip("/"): reader.get_destination_page_number(dest) + 1
+        for name, dest in reader.named_destinations.items()
+    }
 
 
 def outline_tree(entries: list[dict], pages: dict[str, int]) -> list[tuple]:
     """The outline as ``(title, page, children)``: each page of the book (``entries`` from
-    ``PREPARE_JS``: ``id``, ``text``, ``nested``, ``sections``) with its sections; a nested
-    page (Chapter 5's worked examples) goes under the page before it that is not nested.
+    ``pdf_static/prepare.js``: ``id``, ``text``, ``nested``, ``sections``) with its sections; a
+    nested page (Chapter 5's worked examples) goes under the page before it that is not nested.
     Entries whose destination is missing are left out."""
     tree: list[tuple] = []
     for e in entries:
         if e["id"] not in pages:
             continue
-        sections = [(s["text"], pages[s["id"]], []) for s in e.get("sections", [])
-                    if s["id"] in pages]
+        sections = [
+            (s["text"], pages[s["id"]], []) for s in e.get("sections", []) if s["id"] in pages
+        ]
         item = (e["text"], pages[e["id"]], sections)
         if e.get("nested") and tree:
             tree[-1][2].append(item)
@@ -131,194 +140,23 @@ def add_outline(path: Path, tree: list[tuple]) -> None:
 
 
 # --------------------------------------------------------------------------- the browser side
-PREPARE_JS = r"""
-async ({title, subtitle, byline, note}) => {
-  const sleep = ms => new Promise(r => setTimeout(r, ms));
-  // 1. Everything the page typesets or draws has finished.
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
-  const explorers = [...document.querySelectorAll('.course-vega-explorer')];
-  for (let i = 0; i < 600 && explorers.some(e => e.getAttribute('data-ready') !== 'true'); i++)
-    await sleep(100);
-  const notReady = explorers.filter(e => e.getAttribute('data-ready') !== 'true').length;
+# The JavaScript Chromium runs and the print rules it adds, files in tools/pdf_static/ (read
+# when a book is printed): prepare.js gets the page ready and returns the outline's entries,
+# book.css holds the book-only print rules (the cover, the contents, one sheet per page of the
+# book), overflow.js finds what is wider than the printed column, number-toc.js numbers the
+# contents.
+STATIC = Path(__file__).resolve().parent / "pdf_static"
+PREPARE_JS, BOOK_CSS, OVERFLOW_JS, NUMBER_TOC_JS = (
+    "prepare.js",
+    "book.css",
+    "overflow.js",
+    "number-toc.js",
+)
 
-  // 2. Dropdowns open: answers, hidden code cells, worked solutions.
-  document.querySelectorAll('details').forEach(d => { d.open = true; });
-  document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
 
-  // 3. The theme's own print header (title and page contents) gives way to the book's cover.
-  document.querySelectorAll('#jb-print-docs-body, .bd-header-article').forEach(e => e.remove());
-
-  // 4. Links to other files of the site lead nowhere from a PDF: keep their text only.
-  const here = location.origin + location.pathname;
-  document.querySelectorAll('a[href]').forEach(a => {
-    const url = new URL(a.href, location.href);
-    if (url.origin === location.origin && url.origin + url.pathname !== here) {
-      a.removeAttribute('href');
-      a.classList.add('course-pdf-unlinked');
-    }
-  });
-
-  // 5. Explorers: the figure at its default settings, and a line saying what the site adds.
-  explorers.forEach(e => {
-    const p = document.createElement('p');
-    p.className = 'course-pdf-note';
-    p.textContent = note;
-    e.after(p);
-  });
-
-  // 6. Headings by nesting: each page of the book is an h1, its sections h2, ... (the single
-  //    page nests every chapter under the landing page's last section): the tagged PDF and
-  //    the outline (add_outline) follow them.
-  const article = document.querySelector('article.bd-article') || document.body;
-  const docs = [...article.querySelectorAll('span[id^="document-"] + section')];
-  const top = article.querySelector(':scope > section') || article;
-  const roots = [top, ...docs];
-  const rename = (el, tag) => {
-    if (el.tagName.toLowerCase() === tag) return;
-    const n = document.createElement(tag);
-    for (const a of el.attributes) n.setAttribute(a.name, a.value);
-    while (el.firstChild) n.appendChild(el.firstChild);
-    el.replaceWith(n);
-  };
-  article.querySelectorAll('section > h1, section > h2, section > h3, section > h4, ' +
-                           'section > h5, section > h6').forEach(h => {
-    let depth = 0, s = h.parentElement;
-    while (s && !roots.includes(s)) {
-      if (s.tagName === 'SECTION') depth++;
-      s = s.parentElement;
-    }
-    rename(h, 'h' + Math.min(6, depth + 1));
-  });
-
-  // 7. Each page of the book starts a new sheet; the table of contents lists them.
-  const text = h => {
-    const c = h.cloneNode(true);
-    c.querySelectorAll('.headerlink').forEach(x => x.remove());
-    return c.textContent.trim();
-  };
-  const entries = [];
-  docs.forEach(sec => {
-    sec.classList.add('course-pdf-doc');
-    const h = sec.querySelector(':scope > h1');
-    if (!h) return;
-    const nested = sec.parentElement.closest('section.course-pdf-doc') ? 1 : 0;
-    const sections = [...sec.querySelectorAll(':scope > section[id] > h2')]
-      .map(h2 => ({id: h2.parentElement.id, text: text(h2)}));
-    entries.push({id: sec.id, text: text(h), nested, sections});
-  });
-  const cover = document.createElement('section');
-  cover.className = 'course-pdf-cover';
-  cover.innerHTML = '<p class="course-pdf-title"></p><p class="course-pdf-subtitle"></p>' +
-                    '<p class="course-pdf-byline"></p>';
-  cover.querySelector('.course-pdf-title').textContent = title;
-  cover.querySelector('.course-pdf-subtitle').textContent = subtitle;
-  cover.querySelector('.course-pdf-byline').textContent = byline;
-  const licence = document.querySelector('.course-licence');  // the site's footer line
-  if (licence) cover.append(licence.cloneNode(true));
-  const toc = document.createElement('nav');
-  toc.className = 'course-pdf-toc';
-  toc.setAttribute('aria-label', 'Contents');
-  toc.innerHTML = '<p class="course-pdf-toc-title">Contents</p><ol></ol>';
-  const list = toc.querySelector('ol');
-  const first = top.querySelector(':scope > h1');
-  entries.unshift({id: top.id, text: first ? text(first) : title, nested: 0,
-                   sections: [...top.querySelectorAll(':scope > section[id] > h2')]
-                     .map(h2 => ({id: h2.parentElement.id, text: text(h2)}))});
-  entries.forEach(e => {
-    const li = document.createElement('li');
-    if (e.nested) li.className = 'nested';
-    const a = document.createElement('a');
-    a.href = '#' + e.id;
-    a.textContent = e.text.trim();
-    const page = document.createElement('span');
-    page.className = 'course-pdf-page';
-    li.append(a, page);
-    list.append(li);
-  });
-  article.prepend(cover, toc);
-  document.documentElement.classList.add('course-pdf');
-
-  // 8. Display equations and tables wider than the column shrink to fit it (code wraps, by
-  //    the print stylesheet).
-  await sleep(50);
-  let scaled = 0;
-  article.querySelectorAll('mjx-container[display="true"], table, div.cell_output .text_html')
-    .forEach(el => {
-      const box = el.parentElement.getBoundingClientRect().width;
-      const math = el.querySelector(':scope > mjx-math');  // not the hidden MathML copy
-      const wide = math ? math.getBoundingClientRect().width : el.scrollWidth;
-      if (box > 0 && wide > box + 1) {
-        const size = parseFloat(getComputedStyle(el).fontSize);
-        el.style.fontSize = (size * box / wide * 0.98) + 'px';
-        scaled++;
-      }
-    });
-  return {explorers: explorers.length, notReady, docs: docs.length, scaled, entries};
-}
-"""
-
-# Book-only print rules (the cover, the contents, one sheet per page of the book).
-BOOK_CSS = """
-@page { size: A4; }
-html.course-pdf, html.course-pdf body { background: #fff !important; }
-.course-pdf .bd-container, .course-pdf .bd-container__inner, .course-pdf .bd-main,
-.course-pdf .bd-content, .course-pdf .bd-article-container, .course-pdf article.bd-article {
-  display: block !important; max-width: none !important; width: auto !important;
-  margin: 0 !important; padding: 0 !important; }
-.course-pdf .bd-footer-article, .course-pdf .bd-footer { display: none !important; }
-/* sphinx-book-theme hides a printed page's first h1 (its print header repeats it): here every
-   page of the book is an h1, and the title on its first sheet. */
-.course-pdf .bd-main .bd-content .bd-article h1:first-of-type { display: block !important; }
-.course-pdf-cover .course-licence { font-size: 0.8rem; color: #555; margin-top: 3rem; }
-.course-pdf-cover { break-after: page; padding-top: 30vh; text-align: center; }
-.course-pdf-title { font-size: 2.6rem; font-weight: 700; margin-bottom: 1rem; }
-.course-pdf-subtitle { font-size: 1.15rem; max-width: 32rem; margin: 0 auto 2rem; }
-.course-pdf-byline { color: #555; }
-.course-pdf-toc { break-after: page; }
-.course-pdf-toc-title { font-size: 1.8rem; font-weight: 700; }
-.course-pdf-toc ol { list-style: none; padding: 0; }
-.course-pdf-toc li { display: flex; gap: 0.5rem; margin: 0.2rem 0; }
-.course-pdf-toc li.nested { padding-left: 1.5rem; font-size: 0.95em; }
-.course-pdf-toc li a { flex: 1 1 auto; color: inherit; text-decoration: none; }
-.course-pdf-toc li .course-pdf-page { flex: 0 0 auto; }
-section.course-pdf-doc { break-before: page; }
-.course-pdf-unlinked { color: inherit !important; text-decoration: none !important; }
-.course-pdf-note { font-size: 0.85em; font-style: italic; color: #555; }
-.course-pdf h1 { font-size: 2rem; }
-.course-pdf h2 { font-size: 1.5rem; }
-.course-pdf h3 { font-size: 1.25rem; }
-.course-pdf h4, .course-pdf h5, .course-pdf h6 { font-size: 1.05rem; }
-"""
-
-OVERFLOW_JS = r"""
-() => {
-  const out = [];
-  const col = (document.querySelector('article.bd-article') || document.body)
-    .getBoundingClientRect();
-  document.querySelectorAll('pre, mjx-container[display="true"], table, img, svg, ' +
-                            'div.cell_output .text_html').forEach(el => {
-    if (el.closest('mjx-assistive-mml, .course-pdf-cover')) return;
-    if (el.tagName.toLowerCase() === 'svg' && el.closest('mjx-container')) return;
-    const r = el.getBoundingClientRect();
-    if (r.width === 0 && r.height === 0) return;
-    let clipped, outside;
-    if (el.tagName.toLowerCase() === 'mjx-container') {
-      // A display equation is laid out (and scaled, PREPARE_JS) within its paragraph's width.
-      clipped = el.scrollWidth > el.parentElement.clientWidth + 2;
-      outside = false;
-    } else {
-      clipped = el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0;
-      outside = r.right > col.right + 1 || r.left < col.left - 1;
-    }
-    if (clipped || outside) {
-      const sec = el.closest('section[id]');
-      out.push(el.tagName.toLowerCase() + ' in #' + (sec ? sec.id : '?') + ': ' +
-               (el.textContent || el.getAttribute('alt') || '').trim().slice(0, 60));
-    }
-  });
-  return out;
-}
-"""
+def static_text(name: str) -> str:
+    """The text of ``tools/pdf_static/<name>``."""
+    return (STATIC / name).read_text(encoding="utf-8")
 
 
 class _Handler(QuietHandler):
@@ -351,36 +189,42 @@ def _meta() -> dict:
         sys.path.pop(0)
     author = config.get("author", "")
     repo = (config.get("repository") or {}).get("url", "")
-    return {"title": config.get("title", TITLE), "subtitle": DESCRIPTION,
-            "byline": " · ".join(x for x in (author, repo) if x),
-            "note": "On the website this figure is interactive: its sliders change it. "
-                    "Printed here at its default settings."}
+    return {
+        "title": config.get("title", TITLE),
+        "subtitle": DESCRIPTION,
+        "byline": " · ".join(x for x in (author, repo) if x),
+        "note": "On the website this figure is interactive: its sliders change it. "
+        "Printed here at its default settings.",
+    }
 
 
 def prepare(page, meta: dict) -> dict:
-    page.add_style_tag(content=BOOK_CSS)
-    return page.evaluate(PREPARE_JS, meta)
+    page.add_style_tag(content=static_text(BOOK_CSS))
+    return page.evaluate(static_text(PREPARE_JS), meta)
 
 
 def overflowing(page) -> list[str]:
     """Elements wider than the printed column (code, equations, tables, figures): each would
     be clipped at the page edge."""
-    return page.evaluate(OVERFLOW_JS)
+    return page.evaluate(static_text(OVERFLOW_JS))
 
 
 def print_pdf(page, path: Path, title: str) -> None:
-    page.pdf(path=str(path), format="A4", margin=MARGIN, print_background=True,
-             display_header_footer=True, header_template="<span></span>",
-             footer_template=footer_template(title), tagged=True)
+    page.pdf(
+        path=str(path),
+        format="A4",
+        margin=MARGIN,
+        print_background=True,
+        display_header_footer=True,
+        header_template="<span></span>",
+        footer_template=footer_template(title),
+        tagged=True,
+    )
 
 
 def number_toc(page, numbers: list[int | None]) -> None:
     """Fill in the page numbers of the table of contents (in its order)."""
-    page.evaluate("""(numbers) => {
-      document.querySelectorAll('.course-pdf-toc .course-pdf-page').forEach((s, i) => {
-        s.textContent = numbers[i] == null ? '' : String(numbers[i]);
-      });
-    }""", numbers)
+    page.evaluate(static_text(NUMBER_TOC_JS), numbers)
 
 
 def make_pdf(build: Path, out: Path, *, log=print) -> dict:
@@ -398,11 +242,11 @@ def make_pdf(build: Path, out: Path, *, log=print) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with serve(single, start) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS,
-                                    headless=True)
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
         try:
-            context = browser.new_context(viewport={"width": COLUMN_PX, "height": 1100},
-                                          color_scheme="light")
+            context = browser.new_context(
+                viewport={"width": COLUMN_PX, "height": 1100}, color_scheme="light"
+            )
             page = context.new_page()
             page.emulate_media(media="print", color_scheme="light")
             page.goto(url, wait_until="load", timeout=300_000)
@@ -424,11 +268,16 @@ def make_pdf(build: Path, out: Path, *, log=print) -> dict:
     pages = destination_pages(out)
     add_outline(out, outline_tree(entries, pages))
     seconds = time.perf_counter() - t0
-    result = {"pages": len(PdfReader(str(out)).pages), "mb": round(out.stat().st_size / 1e6, 1),
-              "seconds": round(seconds, 1), "overflowing": wide,
-              "explorers": info["explorers"], "explorers_not_drawn": info["notReady"],
-              "scaled_to_fit": info["scaled"],
-              "contents": [[e["text"], pages.get(e["id"])] for e in entries]}
+    result = {
+        "pages": len(PdfReader(str(out)).pages),
+        "mb": round(out.stat().st_size / 1e6, 1),
+        "seconds": round(seconds, 1),
+        "overflowing": wide,
+        "explorers": info["explorers"],
+        "explorers_not_drawn": info["notReady"],
+        "scaled_to_fit": info["scaled"],
+        "contents": [[e["text"], pages.get(e["id"])] for e in entries],
+    }
     # What the tests read besides the PDF (tests/test_pdf.py).
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
@@ -438,21 +287,36 @@ def build_singlehtml(path_output: Path, capture: bool = False) -> subprocess.Com
     """``jupyter-book build --builder singlehtml -W --keep-going`` into ``path_output`` (its
     ``_build/``, shared with the HTML build: doctrees and execution cache)."""
     jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(ROOT), "--path-output",
-           str(path_output), "--builder", "singlehtml", "-W", "--keep-going"]
+    cmd = [
+        str(jb) if jb.exists() else "jupyter-book",
+        "build",
+        str(ROOT),
+        "--path-output",
+        str(path_output),
+        "--builder",
+        "singlehtml",
+        "-W",
+        "--keep-going",
+    ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=capture, text=True, check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.pdf", description=__doc__.split("\n")[0])
-    parser.add_argument("--path-output", type=Path, default=ROOT,
-                        help="the folder holding _build/ (as jupyter-book's --path-output)")
-    parser.add_argument("--no-build", action="store_true",
-                        help="print the existing single-page build, do not rebuild it")
+    parser.add_argument(
+        "--path-output",
+        type=Path,
+        default=ROOT,
+        help="the folder holding _build/ (as jupyter-book's --path-output)",
+    )
+    parser.add_argument(
+        "--no-build",
+        action="store_true",
+        help="print the existing single-page build, do not rebuild it",
+    )
     args = parser.parse_args(argv)
     if chromium_path() is None:
-        print(f"tools.pdf: Chromium not found; the PDF needs it ({INSTALL_HINT}).",
-              file=sys.stderr)
+        print(f"tools.pdf: Chromium not found; the PDF needs it ({INSTALL_HINT}).", file=sys.stderr)
         return 1
     build = args.path_output.resolve() / "_build"
     if not args.no_build:
@@ -466,8 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     r = make_pdf(build, out)
     print(f"tools.pdf: {out} ({r['pages']} pages, {r['mb']} MB, printed in {r['seconds']} s)")
     if r["overflowing"]:
-        print(f"tools.pdf: {len(r['overflowing'])} element(s) wider than the page (above)",
-              file=sys.stderr)
+        print(
+            f"tools.pdf: {len(r['overflowing'])} element(s) wider than the page (above)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -3,6 +3,7 @@
 Everything that needs "every page of the book" (the Colab generator, the chapter benchmark,
 the build and browser tests) asks here, so they can never disagree about which pages exist.
 """
+
 from __future__ import annotations
 
 import re

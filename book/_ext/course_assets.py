@@ -5,9 +5,11 @@ The files come from the npm registry at build time: ``package.json`` / ``package
 at the repository root pin ``mathjax``, ``@jupyter-widgets/html-manager`` and ``requirejs``,
 and ``npm ci`` (run by ``./course setup``) puts them in ``node_modules/``. This extension
 
-- points Sphinx's ``mathjax_path`` and myst-nb's ``nb_ipywidgets_js`` at ``_static/course-assets/...``
-  (relative paths, so every page loads them from the site, whatever its depth);
-- copies exactly those files into the HTML output when the build finishes.
+- points Sphinx's ``mathjax_path`` and myst-nb's ``nb_ipywidgets_js`` at
+  ``_static/course-assets/...`` (relative paths, so every page loads them from the site,
+  whatever its depth);
+- copies exactly those files into the HTML output when the build finishes, with the site's glue
+  between MathJax and the widget manager (``assets_static/course-widgets-config.js``).
 
 They are deliberately not in a ``_static/`` source folder: Jupyter Book adds every ``.js`` file
 found there to every page.
@@ -15,6 +17,7 @@ found there to every page.
 ``course_assets_cdn: true`` (``sphinx.config`` in ``_config.yml``) switches back to the
 public CDNs (myst-nb's and Sphinx's defaults) and needs no ``node_modules``.
 """
+
 from __future__ import annotations
 
 import filecmp
@@ -31,42 +34,8 @@ MATHJAX_ENTRY = "tex-mml-chtml.js"  # the component Sphinx loads by default, now
 WIDGET_FONT_SUFFIXES = (".woff2", ".woff", ".ttf", ".eot", ".svg")
 WIDGET_CONFIG = f"{VENDOR}/jupyter-widgets/course-widgets-config.js"
 
-# Loaded after require.js and before the widget manager (embed-amd.js).
-WIDGET_CONFIG_JS = """\
-// Written by book/_ext/course_assets.py: glue between the site and the widget manager.
-(function () {
-  // The manager loads its icon fonts from next to its own AMD module; without this RequireJS
-  // places that module beside the page, and the fonts 404.
-  var src = document.currentScript.src;
-  require.config({paths: {"@jupyter-widgets/html-manager/dist": src.slice(0, src.lastIndexOf("/"))}});
-  // It typesets widget labels with MathJax 2's API (MathJax.Hub.Queue); the site runs MathJax 3.
-  function hub() {
-    return {Queue: function (job) {
-      var el = job && job[2];
-      if (el && window.MathJax && window.MathJax.typesetPromise) window.MathJax.typesetPromise([el]);
-    }};
-  }
-  var config = window.MathJax = window.MathJax || {};
-  config.Hub = hub();  // until MathJax 3 loads, window.MathJax is its configuration
-  config.startup = config.startup || {};
-  var ready = config.startup.ready;
-  config.startup.ready = function () {
-    if (ready) ready(); else window.MathJax.startup.defaultReady();
-    window.MathJax.Hub = hub();  // MathJax 3 has replaced the object by now
-  };
-  // A slider's handle (noUiSlider, role="slider") is what a screen reader focuses, but the
-  // manager gives it no name: name each after its widget's label, or the widget's tooltip.
-  function nameSliders() {
-    document.querySelectorAll('.noUi-handle[role="slider"]:not([aria-label])').forEach(function (h) {
-      var w = h.closest('.widget-slider, .jupyter-widget-slider, .widget-inline-hbox');
-      var label = w && w.querySelector('.widget-label');
-      var text = (label && label.textContent.trim()) || (w && w.getAttribute('title')) || 'value';
-      h.setAttribute('aria-label', text);
-    });
-  }
-  new MutationObserver(nameSliders).observe(document.documentElement, {childList: true, subtree: true});
-})();
-"""
+# Loaded after require.js and before the widget manager (embed-amd.js); copied into the site.
+WIDGET_CONFIG_JS = Path(__file__).resolve().parent / "assets_static" / "course-widgets-config.js"
 
 
 def _sources(node_modules: Path) -> list[tuple[Path, str]]:
@@ -132,7 +101,7 @@ def copy_assets(app, exception) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest)
         copied += 1
-    (static / WIDGET_CONFIG).write_text(WIDGET_CONFIG_JS, encoding="utf-8")
+    shutil.copyfile(WIDGET_CONFIG_JS, static / WIDGET_CONFIG)
     logger.info(f"course_assets: {copied} offline asset file(s) copied to {static / VENDOR}")
 
 
@@ -147,8 +116,10 @@ def dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     seen, unique = set(), []
     for js in scripts:
         # An inline script's filename is None or "" depending on who added it: the same.
-        key = (getattr(js, "filename", js) or "", tuple(sorted((k, str(v)) for k, v in
-                                     (getattr(js, "attributes", {}) or {}).items())))
+        key = (
+            getattr(js, "filename", js) or "",
+            tuple(sorted((k, str(v)) for k, v in (getattr(js, "attributes", {}) or {}).items())),
+        )
         if key not in seen:
             seen.add(key)
             unique.append(js)

@@ -13,8 +13,8 @@ This extension
   type of a bundle when it parses a notebook, and chooses one per builder afterwards; it has
   no renderer for ours, so :func:`_render_mime_type` supplies it);
 - before myst-nb's choice (the ``SelectMimeType`` post-transform), joins the two images into one
-  :class:`course_picture` node, which the HTML writer writes as
-  ``<picture><source media="screen and (max-width: 640px)" srcset="narrow.svg"><img src="wide.svg"></picture>``:
+  :class:`course_picture` node, which the HTML writer writes as ``<picture><source
+  media="screen and (max-width: 640px)" srcset="narrow.svg"><img src="wide.svg"></picture>``:
   the browser fetches only the one it shows, so a page gets no heavier on a desktop. Print
   (the PDF, tools/pdf.py) keeps the wide layout, as a desktop does. The
   ``<img>`` keeps the cell's alt text and the figure its caption, name and number (the picture
@@ -26,6 +26,7 @@ This extension
 The ``<picture>`` carries ``data-panels``, ``data-grid`` (the narrow rows x columns) and
 ``data-tick-pt`` (the smallest tick-label size in points) for tests/test_figures_browser.py.
 """
+
 from __future__ import annotations
 
 import html
@@ -56,10 +57,17 @@ def _render_mime_type(original):
         from myst_nb.core.render import MimeData
 
         content = data.content if isinstance(data.content, dict) else json.loads(data.string)
-        images = self.render_image(MimeData(
-            WIDE_MIME, content["svg"], cell_metadata=data.cell_metadata,
-            output_metadata={}, cell_index=data.cell_index, output_index=data.output_index,
-            line=data.line))
+        images = self.render_image(
+            MimeData(
+                WIDE_MIME,
+                content["svg"],
+                cell_metadata=data.cell_metadata,
+                output_metadata={},
+                cell_index=data.cell_index,
+                output_index=data.output_index,
+                line=data.line,
+            )
+        )
         for image in images:
             image["course_narrow"] = {k: content[k] for k in ("panels", "grid", "tick_pt")}
         return images
@@ -108,7 +116,9 @@ def _final_uri(translator, image) -> str:
     """The image's address in the written page (as Sphinx's HTML writer rewrites it)."""
     uri = image["uri"]
     if uri in translator.builder.images:
-        uri = posixpath.join(translator.builder.imgpath, urllib.parse.quote(translator.builder.images[uri]))
+        uri = posixpath.join(
+            translator.builder.imgpath, urllib.parse.quote(translator.builder.images[uri])
+        )
     return uri
 
 
@@ -121,8 +131,10 @@ def visit_course_picture(self, node) -> None:
         f'<a class="course-zoom" href="{html.escape(wide_src)}" title="Open the figure full size">'
         f'<picture class="course-narrow-figure" data-panels="{info["panels"]}" data-grid="{grid}" '
         f'data-tick-pt="{info["tick_pt"]:g}">'
-        f'<source media="screen and (max-width: {BREAKPOINT}px)" srcset="{html.escape(narrow_src)}" '
-        f'type="image/svg+xml">')
+        f'<source media="screen and (max-width: {BREAKPOINT}px)" '
+        f'srcset="{html.escape(narrow_src)}" '
+        f'type="image/svg+xml">'
+    )
     wide.walkabout(self)  # Sphinx's own <img>: alt text, classes
     self.body.append("</picture></a>")
     raise nodes.SkipNode

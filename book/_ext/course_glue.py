@@ -15,6 +15,7 @@ of each executed cell, after parsing and before writing, so
 
 The stripping is a pure function, :func:`strip_glue`, tested in tests/test_glue_hide.py.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,7 +30,13 @@ def _is_glue_call(node: ast.AST) -> bool:
     if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
         return False
     func = node.value.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    name = (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else None
+    )
     return name in GLUE_NAMES
 
 

@@ -6,6 +6,7 @@ A notebook that does not exist yet renders as plain text and logs a message (not
 so a chapter can land before its exercises); ``tests/test_book.py`` fails if any chapter's
 exercise notebook is missing.
 """
+
 from __future__ import annotations
 
 import sys
@@ -14,12 +15,6 @@ from pathlib import Path
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.util import logging
-
-# The Colab URL has one home, tools/colab.py (a repository tool, beside book/).
-_REPO = Path(__file__).resolve().parents[2]
-if str(_REPO) not in sys.path:
-    sys.path.insert(0, str(_REPO))
-from tools.colab import colab_url  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +26,19 @@ def exercise_links_role(name, rawtext, text, lineno, inliner, options=None, cont
     if not (Path(env.srcdir) / rel).exists():
         logger.info(f"exercise notebook {rel} does not exist yet", location=(env.docname, lineno))
         return [nodes.emphasis(text=f"(exercise notebook {rel}: coming soon)")], []
+    from tools.colab import colab_url  # the Colab URL's one home (setup puts tools on the path)
+
     url = colab_url(rel, root=Path(env.srcdir))
     colab = nodes.reference("", "Open in Colab", refuri=url, classes=["colab-link"])
     download = addnodes.download_reference(
-        "", "", nodes.literal(text=f"{stem}.ipynb"), reftarget="/" + rel,
-        refdoc=env.docname, refexplicit=True, refdomain="", reftype="download",
+        "",
+        "",
+        nodes.literal(text=f"{stem}.ipynb"),
+        reftarget="/" + rel,
+        refdoc=env.docname,
+        refexplicit=True,
+        refdomain="",
+        reftype="download",
     )
     return [colab, nodes.Text(" · download "), download], []
 
@@ -51,6 +54,11 @@ def name_colab_button(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    # The book's source folder is the repository root (``_config.yml`` lives there), and the
+    # repository tools are not installed: Jupyter Book puts only ``book/_ext`` on the path.
+    root = str(Path(app.srcdir).resolve())
+    if root not in sys.path:
+        sys.path.insert(0, root)
     app.add_role("exercise-links", exercise_links_role)
     app.connect("html-page-context", name_colab_button, priority=510)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

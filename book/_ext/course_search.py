@@ -1,8 +1,8 @@
 """Readable search results: the summaries on ``search.html`` show math as plain text.
 
 Sphinx's search page (``searchtools.js``) fetches each hit's HTML and cuts its summary from the
-page's text, where MathJax's source is still raw TeX: ``\\(\\mathrm{softmax}(QK^\\top/\\sqrt{d_k})\\)``.
-This extension
+page's text, where MathJax's source is still raw TeX:
+``\\(\\mathrm{softmax}(QK^\\top/\\sqrt{d_k})\\)``. This extension
 
 - converts every math node to a plain-text (Unicode) rendering at build time with pylatexenc's
   ``LatexNodes2Text`` (:func:`math_text`: ``softmax(QKᵀ/√(d_k))``), and writes it into the
@@ -17,6 +17,7 @@ This extension
 :func:`math_text` is pure and tested in ``tests/test_search.py``; the search page itself in
 ``tests/test_search_browser.py``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,10 +34,31 @@ ATTRIBUTE = "data-course-text"
 
 # Operators and relations: pylatexenc glues them to the next symbol ("a →b"); spaced here.
 _SPACED = {
-    "cdot": "·", "times": "×", "odot": "⊙", "to": "→", "leftarrow": "←", "rightarrow": "→",
-    "mapsto": "↦", "in": "∈", "mid": "|", "approx": "≈", "le": "≤", "leq": "≤", "ge": "≥",
-    "geq": "≥", "ne": "≠", "neq": "≠", "propto": "∝", "ll": "≪", "gg": "≫", "pm": "±",
-    "sim": "∼", "equiv": "≡", "cdots": "⋯", "dots": "…", "ldots": "…",
+    "cdot": "·",
+    "times": "×",
+    "odot": "⊙",
+    "to": "→",
+    "leftarrow": "←",
+    "rightarrow": "→",
+    "mapsto": "↦",
+    "in": "∈",
+    "mid": "|",
+    "approx": "≈",
+    "le": "≤",
+    "leq": "≤",
+    "ge": "≥",
+    "geq": "≥",
+    "ne": "≠",
+    "neq": "≠",
+    "propto": "∝",
+    "ll": "≪",
+    "gg": "≫",
+    "pm": "±",
+    "sim": "∼",
+    "equiv": "≡",
+    "cdots": "⋯",
+    "dots": "…",
+    "ldots": "…",
 }
 # Function names: pylatexenc writes "\sin 1" as "sin1".
 _FUNCTIONS = ["log", "ln", "exp", "sin", "cos", "tan", "tanh", "max", "min", "arg", "det"]
@@ -75,14 +97,14 @@ def _group_scripts(tex: str) -> str:
     out, i = [], 0
     while i < len(tex):
         ch = tex[i]
-        if ch in "^_" and tex[i + 1:i + 2] == "{":
+        if ch in "^_" and tex[i + 1 : i + 2] == "{":
             depth, j = 0, i + 1
             while j < len(tex):
                 depth += {"{": 1, "}": -1}.get(tex[j], 0)
                 if depth == 0:
                     break
                 j += 1
-            inner = tex[i + 2:j]
+            inner = tex[i + 2 : j]
             simple = re.fullmatch(r"\s*(-?\d+(\.\d+)?|\w|\\[A-Za-z]+(\{[^{}]*\})?)\s*", inner)
             out.append(f"{ch}{{{inner}}}" if simple else f"{ch}{{({_group_scripts(inner)})}}")
             i = j + 1
@@ -113,6 +135,7 @@ def math_text(tex: str) -> str:
 # --------------------------------------------------------------------------- the HTML
 def _with_text(visit):
     """Wrap a math renderer's visitor: its opening tag gets ``data-course-text``."""
+
     def annotate(self, node, start: int) -> None:
         try:
             text = math_text(node.astext())

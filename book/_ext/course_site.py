@@ -26,13 +26,17 @@
 
 All of it happens at build time, in Python. The site's own JavaScript is small and served only
 where needed: the widget glue in ``course_assets.py``, the explorers' embedding in
-``course_vega.py``, and the search page's plain-text math in ``course_search.py``. Templates and assets live next to this file, not in a ``_static/``
-source folder (Jupyter Book would inject every ``.js`` found there into every page).
+``course_vega.py``, and the search page's plain-text math in ``course_search.py``. Templates
+and assets live next to this file, not in a ``_static/`` source folder (Jupyter Book would
+inject every ``.js`` found there into every page).
 """
+
 from __future__ import annotations
 
 import html
+import posixpath
 import re
+from functools import partial
 from pathlib import Path
 
 from docutils import nodes
@@ -47,8 +51,10 @@ CSS = "course-site.css"
 PRINT_CSS = "course-print.css"  # a printed page, and the whole-book PDF (tools/pdf.py)
 FAVICON = "favicon.svg"
 
-DESCRIPTION = ("A course that builds a GPT from its parts: attention, cross-entropy and "
-               "backpropagation computed by hand, then in PyTorch, then trained on Shakespeare.")
+DESCRIPTION = (
+    "A course that builds a GPT from its parts: attention, cross-entropy and "
+    "backpropagation computed by hand, then in PyTorch, then trained on Shakespeare."
+)
 CORPUS_PROVENANCE = "course_lib/corpus_data/PROVENANCE.md"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PDF = "understanding-transformers.pdf"  # tools.pdf.PDF_NAME
@@ -65,8 +71,9 @@ def configure(app, config) -> None:
     config.course_pdf = PDF if pdf_source(app).is_file() else ""
     options = config.html_theme_options
     if not options.get("extra_footer"):
-        options["extra_footer"] = footer_html(options.get("repository_url", ""),
-                                              options.get("repository_branch", "main"))
+        options["extra_footer"] = footer_html(
+            options.get("repository_url", ""), options.get("repository_branch", "main")
+        )
 
 
 def pdf_source(app) -> Path:
@@ -75,8 +82,10 @@ def pdf_source(app) -> Path:
 
 
 def pdf_link(href: str) -> str:
-    return (f'<p class="course-pdf-link"><a href="{html.escape(href)}">Download the book as '
-            "PDF</a>: every chapter in one file, with the answers and all tabs shown.</p>")
+    return (
+        f'<p class="course-pdf-link"><a href="{html.escape(href)}">Download the book as '
+        "PDF</a>: every chapter in one file, with the answers and all tabs shown.</p>"
+    )
 
 
 def insert_after_first_paragraph(body: str, snippet: str) -> str:
@@ -98,6 +107,7 @@ def copy_pdf(app, exception) -> None:
 
 def footer_html(repo_url: str, branch: str) -> str:
     """The licence line under every page."""
+
     def link(path: str, text: str) -> str:
         if not repo_url:
             return text
@@ -109,9 +119,7 @@ def footer_html(repo_url: str, branch: str) -> str:
         + '. Text and figures: <a href="https://creativecommons.org/licenses/by/4.0/">'
         "CC BY 4.0</a>. Training text: Shakespeare's plays (public domain), from Project "
         "Gutenberg via the Open Knowledge Foundation's <code>shakespeare</code> package "
-        "(CC BY 2.5; "
-        + link(CORPUS_PROVENANCE, "provenance")
-        + ").</p>"
+        "(CC BY 2.5; " + link(CORPUS_PROVENANCE, "provenance") + ").</p>"
     )
 
 
@@ -121,12 +129,26 @@ def page_description(doctree, limit: int = 160) -> str:
     if doctree is None:
         return DESCRIPTION
     for para in doctree.findall(nodes.paragraph):
-        if any(isinstance(a, (nodes.Admonition, nodes.caption, nodes.topic, nodes.footnote,
-                              nodes.citation, nodes.field_list, nodes.table))
-               for a in _ancestors(para)):
+        if any(
+            isinstance(
+                a,
+                (
+                    nodes.Admonition,
+                    nodes.caption,
+                    nodes.topic,
+                    nodes.footnote,
+                    nodes.citation,
+                    nodes.field_list,
+                    nodes.table,
+                ),
+            )
+            for a in _ancestors(para)
+        ):
             continue
-        if any("cell" in (getattr(a, "get", lambda *_: [])("classes", []) or [])
-               for a in _ancestors(para)):
+        if any(
+            "cell" in (getattr(a, "get", lambda *_: [])("classes", []) or [])
+            for a in _ancestors(para)
+        ):
             continue
         text = " ".join(para.astext().split())
         if len(text) < 40:
@@ -147,16 +169,20 @@ def _ancestors(node):
 def meta_tags(title: str, site: str, description: str) -> str:
     e = html.escape
     page_title = f"{title} — {site}" if title and title != site else site
-    tags = [("name", "description", description),
-            ("property", "og:type", "website"),
-            ("property", "og:site_name", site),
-            ("property", "og:title", page_title),
-            ("property", "og:description", description),
-            ("name", "twitter:card", "summary"),
-            ("name", "twitter:title", page_title),
-            ("name", "twitter:description", description)]
-    return "".join(f'<meta {attr}="{e(key)}" content="{e(value, quote=True)}" />\n'
-                   for attr, key, value in tags)
+    tags = [
+        ("name", "description", description),
+        ("property", "og:type", "website"),
+        ("property", "og:site_name", site),
+        ("property", "og:title", page_title),
+        ("property", "og:description", description),
+        ("name", "twitter:card", "summary"),
+        ("name", "twitter:title", page_title),
+        ("name", "twitter:description", description),
+    ]
+    return "".join(
+        f'<meta {attr}="{e(key)}" content="{e(value, quote=True)}" />\n'
+        for attr, key, value in tags
+    )
 
 
 # --------------------------------------------------------------------------- body fixes
@@ -183,12 +209,14 @@ def zoomable_images(body: str) -> str:
     out, pos = [], 0
     for m in _IMG.finditer(body):
         src = _SRC.search(m.group(0))
-        before = body[:m.start()]
+        before = body[: m.start()]
         inside_link = before.rfind("<a ") > before.rfind("</a>")
         if src and not src.group(1).startswith(("data:", "http:", "https:")) and not inside_link:
-            out.append(body[pos:m.start()])
-            out.append(f'<a class="course-zoom" href="{src.group(1)}" '
-                       f'title="Open the figure full size">{m.group(0)}</a>')
+            out.append(body[pos : m.start()])
+            out.append(
+                f'<a class="course-zoom" href="{src.group(1)}" '
+                f'title="Open the figure full size">{m.group(0)}</a>'
+            )
             pos = m.end()
     out.append(body[pos:])
     return "".join(out)
@@ -198,8 +226,10 @@ def _label_carets(generate):
     """Wrap pydata-sphinx-theme's ``generate_toctree_html``: its expand carets in the sidebar
     are ``<summary>`` elements with only an icon (axe: summary-name). Each gets a
     visually hidden name after the page it expands."""
-    caret = re.compile(r'(<a class="[^"]*reference internal[^"]*" href="[^"]*">'
-                       r'((?:(?!</a>)[^<]|<(?!/a>))*)</a>\s*<details[^>]*>\s*)<summary>')
+    caret = re.compile(
+        r'(<a class="[^"]*reference internal[^"]*" href="[^"]*">'
+        r'((?:(?!</a>)[^<]|<(?!/a>))*)</a>\s*<details[^>]*>\s*)<summary>'
+    )
 
     def wrapped(*args, **kwargs):
         out = generate(*args, **kwargs)
@@ -207,14 +237,20 @@ def _label_carets(generate):
 
         def repl(m):
             name = re.sub(r"<[^>]+>", "", m.group(2)).strip()
-            return (m.group(1) + '<summary><span class="visually-hidden">Sections of '
-                    + name + "</span>")
+            return (
+                m.group(1)
+                + '<summary><span class="visually-hidden">Sections of '
+                + name
+                + "</span>"
+            )
+
         fixed = caret.sub(repl, text)
         # Section captions ("Foundations") as summaries already have text; anything left
         # bare gets a generic name.
-        fixed = fixed.replace("<summary><span class=\"toctree-toggle\"",
-                              '<summary><span class="visually-hidden">Sections</span>'
-                              '<span class="toctree-toggle"')
+        fixed = fixed.replace(
+            "<summary><span class=\"toctree-toggle\"",
+            '<summary><span class="visually-hidden">Sections</span><span class="toctree-toggle"',
+        )
         from markupsafe import Markup
 
         return Markup(fixed)  # the template prints it as it is
@@ -232,7 +268,7 @@ def _script_body(js) -> str:
 
 
 def page_has_math(body: str) -> bool:
-    return ('class="math' in body or "\\(" in body or "\\[" in body or "$$" in body)
+    return 'class="math' in body or "\\(" in body or "\\[" in body or "$$" in body
 
 
 def trim_scripts(app, pagename, context) -> None:
@@ -251,8 +287,9 @@ def trim_scripts(app, pagename, context) -> None:
         widget_js = [k.split("?")[0] for k in (getattr(app.config, "nb_ipywidgets_js", {}) or {})]
         for js in scripts:
             name = _script_name(js).split("?")[0]
-            if (any(name.endswith(k) or k.endswith(name) for k in widget_js if name)
-                    or "widget-state+json" in str(getattr(js, "attributes", {}))):
+            if any(
+                name.endswith(k) or k.endswith(name) for k in widget_js if name
+            ) or "widget-state+json" in str(getattr(js, "attributes", {})):
                 drop.add(id(js))
     if drop:
         scripts[:] = [js for js in scripts if id(js) not in drop]
@@ -262,14 +299,27 @@ def trim_scripts(app, pagename, context) -> None:
 _HREF = re.compile(r'href="([^"#:]+)(#[^"]*)?"')
 
 
+def _relink(m: re.Match, rel: str, dest: str, dl: dict, src: Path) -> str:
+    """One link ``m`` of page ``rel``, now at ``_downloads/<dest>``, pointed at its target."""
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), m.group(1)))
+    if target in dl:
+        new = f"_downloads/{dl[target][1]}"
+    elif target.endswith(".html") and any(
+        (src / target).with_suffix(ext).is_file() for ext in (".md", ".ipynb")
+    ):
+        new = target  # a page of the book: same path in the site
+    else:
+        return m.group(0)
+    here = posixpath.dirname(f"_downloads/{dest}")
+    return f'href="{posixpath.relpath(new, here)}{m.group(2) or ""}"'
+
+
 def relink_downloads(app, exception) -> None:
     """HTML files offered with ``{download}`` (the worksheets of Chapter 5) are copied to
     ``_downloads/<hash>/``; their relative links (back to the chapter, to the answer key) were
     written for the source folder. Point them at the same targets from the new place."""
     if exception is not None or app.builder.format != "html":
         return
-    import posixpath
-
     dl = getattr(app.env, "dlfiles", {}) or {}
     src = Path(app.srcdir)
     fixed = 0
@@ -279,21 +329,8 @@ def relink_downloads(app, exception) -> None:
         out = Path(app.outdir) / "_downloads" / dest
         if not out.is_file():
             continue
-        here = posixpath.dirname(f"_downloads/{dest}")
         text = out.read_text(encoding="utf-8")
-
-        def repl(m):
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), m.group(1)))
-            if target in dl:
-                new = f"_downloads/{dl[target][1]}"
-            elif target.endswith(".html") and any(
-                    (src / target).with_suffix(ext).is_file() for ext in (".md", ".ipynb")):
-                new = target  # a page of the book: same path in the site
-            else:
-                return m.group(0)
-            return f'href="{posixpath.relpath(new, here)}{m.group(2) or ""}"'
-
-        new_text = _HREF.sub(repl, text)
+        new_text = _HREF.sub(partial(_relink, rel=rel, dest=dest, dl=dl, src=src), text)
         if new_text != text:
             out.write_text(new_text, encoding="utf-8")
             fixed += 1

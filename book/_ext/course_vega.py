@@ -13,6 +13,7 @@ bound parameters: the browser recomputes the figure, with no kernel. Their HTML 
 
 With ``course_assets_cdn: true`` (see ``course_assets.py``) the tags point at jsDelivr instead.
 """
+
 from __future__ import annotations
 
 import filecmp
@@ -51,7 +52,8 @@ def check(app, config) -> None:
     if missing:
         raise ExtensionError(
             f"course_vega: {', '.join(missing)} missing from {_node_modules(app)}. Run `npm ci` "
-            "in the repository root (./course setup does it), or set `course_assets_cdn: true`.")
+            "in the repository root (./course setup does it), or set `course_assets_cdn: true`."
+        )
 
 
 def add_scripts(app, pagename, templatename, context, doctree) -> None:
@@ -60,8 +62,14 @@ def add_scripts(app, pagename, templatename, context, doctree) -> None:
         return
     for package, bundle in BUNDLES.items():
         if app.config.course_assets_cdn:
-            version = _version(_node_modules(app), package) if (_node_modules(app) / package).is_dir() else ""
-            src = f"https://cdn.jsdelivr.net/npm/{package}{'@' + version if version else ''}/{bundle}"
+            version = (
+                _version(_node_modules(app), package)
+                if (_node_modules(app) / package).is_dir()
+                else ""
+            )
+            src = (
+                f"https://cdn.jsdelivr.net/npm/{package}{'@' + version if version else ''}/{bundle}"
+            )
         else:
             src = f"{VENDOR}/{Path(bundle).name}"  # Sphinx prefixes _static/
         # Added during html-page-context, so Sphinx adds it to this page only.

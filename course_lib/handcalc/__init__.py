@@ -7,5 +7,6 @@
 
 Imports go one way: ``sheets`` -> ``engine``, ``worksheet``; neither of those imports ``sheets``.
 """
+
 from .engine import *  # noqa: F401,F403
 from .engine import __all__  # noqa: F401

@@ -18,6 +18,7 @@ Contents:
     transformer_init / transformer_forward / transformer_backward /
     adamw_step / train_transformer                               (example 6)
 """
+
 from __future__ import annotations
 
 import math
@@ -27,14 +28,45 @@ from typing import Sequence
 import numpy as np
 
 __all__ = [
-    "VOCAB", "EMBEDDINGS", "D_MODEL", "token_ids", "embed", "onehot",
-    "Params", "initial_params", "log_softmax", "softmax", "softmax_jacobian", "softmax_backward",
-    "causal_mask", "Attention", "attention_forward", "attention_backward",
-    "Forward", "forward", "Grads", "backward", "sgd_step", "batch_gradients", "train_gd",
-    "FFNParams", "example_ffn_params", "FFNForward", "ffn_forward", "ffn_backward",
-    "LayerNormForward", "layernorm_forward", "layernorm_backward",
-    "transformer_init", "transformer_forward", "transformer_backward", "transformer_loss",
-    "AdamWState", "adamw_step", "train_transformer", "PATTERNS",
+    "VOCAB",
+    "EMBEDDINGS",
+    "D_MODEL",
+    "token_ids",
+    "embed",
+    "onehot",
+    "Params",
+    "initial_params",
+    "log_softmax",
+    "softmax",
+    "softmax_jacobian",
+    "softmax_backward",
+    "causal_mask",
+    "Attention",
+    "attention_forward",
+    "attention_backward",
+    "Forward",
+    "forward",
+    "Grads",
+    "backward",
+    "sgd_step",
+    "batch_gradients",
+    "train_gd",
+    "FFNParams",
+    "example_ffn_params",
+    "FFNForward",
+    "ffn_forward",
+    "ffn_backward",
+    "LayerNormForward",
+    "layernorm_forward",
+    "layernorm_backward",
+    "transformer_init",
+    "transformer_forward",
+    "transformer_backward",
+    "transformer_loss",
+    "AdamWState",
+    "adamw_step",
+    "train_transformer",
+    "PATTERNS",
 ]
 
 VOCAB = ("A", "B", "C", "D")
@@ -56,7 +88,8 @@ def token_ids(tokens: Sequence[str]) -> list[int]:
     unknown = [t for t in tokens if t not in VOCAB]
     if unknown or len(tokens) == 0:
         raise ValueError(
-            f"handcalc: tokens must be a non-empty sequence drawn from {VOCAB}; got {list(tokens)}. "
+            f"handcalc: tokens must be a non-empty sequence drawn from {VOCAB}; got "
+            f"{list(tokens)}. "
             "Write them as a list of letters, e.g. ['A', 'B']."
         )
     return [VOCAB.index(t) for t in tokens]
@@ -104,7 +137,7 @@ def initial_params() -> Params:
 # Softmax and its derivative
 # --------------------------------------------------------------------------------------------
 def log_softmax(z: np.ndarray) -> np.ndarray:
-    """log softmax over the last axis, by log-sum-exp (finite even when a probability rounds to 0)."""
+    """log softmax over the last axis, by log-sum-exp (finite even where a probability is 0)."""
     z = np.asarray(z, dtype=float)
     shifted = z - z.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
@@ -146,18 +179,20 @@ def causal_mask(T: int) -> np.ndarray:
 class Attention:
     """Every intermediate of one causal self-attention (shapes for T tokens, d = 2)."""
 
-    X: np.ndarray        # (T, d) input rows
-    Q: np.ndarray        # (T, d) = X W_Q
-    K: np.ndarray        # (T, d) = X W_K
-    V: np.ndarray        # (T, d) = X W_V
-    scores: np.ndarray   # (T, T) = Q Kᵀ
-    scaled: np.ndarray   # (T, T) = scores / √d
-    masked: np.ndarray   # (T, T) scaled, with -inf above the diagonal
+    X: np.ndarray  # (T, d) input rows
+    Q: np.ndarray  # (T, d) = X W_Q
+    K: np.ndarray  # (T, d) = X W_K
+    V: np.ndarray  # (T, d) = X W_V
+    scores: np.ndarray  # (T, T) = Q Kᵀ
+    scaled: np.ndarray  # (T, T) = scores / √d
+    masked: np.ndarray  # (T, T) scaled, with -inf above the diagonal
     weights: np.ndarray  # (T, T) softmax of each row; rows sum to 1
-    out: np.ndarray      # (T, d) = weights V
+    out: np.ndarray  # (T, d) = weights V
 
 
-def attention_forward(X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray) -> Attention:
+def attention_forward(
+    X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray
+) -> Attention:
     """Causal single-head attention: softmax(mask(X W_Q (X W_K)ᵀ / √d)) X W_V.
 
     X: (T, d); W_Q, W_K, W_V: (d, d). Returns an ``Attention`` with every step.
@@ -181,21 +216,22 @@ def attention_forward(X: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.n
 class AttentionGrads:
     """Gradients of the loss with respect to every intermediate of ``Attention``."""
 
-    d_out: np.ndarray      # (T, d)
+    d_out: np.ndarray  # (T, d)
     d_weights: np.ndarray  # (T, T)
-    d_V: np.ndarray        # (T, d)
-    d_scaled: np.ndarray   # (T, T) through the softmax
-    d_scores: np.ndarray   # (T, T) through the 1/√d scale
-    d_Q: np.ndarray        # (T, d)
-    d_K: np.ndarray        # (T, d)
-    d_X: np.ndarray        # (T, d) summed over the Q, K and V paths
-    d_W_Q: np.ndarray      # (d, d)
-    d_W_K: np.ndarray      # (d, d)
-    d_W_V: np.ndarray      # (d, d)
+    d_V: np.ndarray  # (T, d)
+    d_scaled: np.ndarray  # (T, T) through the softmax
+    d_scores: np.ndarray  # (T, T) through the 1/√d scale
+    d_Q: np.ndarray  # (T, d)
+    d_K: np.ndarray  # (T, d)
+    d_X: np.ndarray  # (T, d) summed over the Q, K and V paths
+    d_W_Q: np.ndarray  # (d, d)
+    d_W_K: np.ndarray  # (d, d)
+    d_W_V: np.ndarray  # (d, d)
 
 
-def attention_backward(a: Attention, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray,
-                       d_out: np.ndarray) -> AttentionGrads:
+def attention_backward(
+    a: Attention, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.ndarray, d_out: np.ndarray
+) -> AttentionGrads:
     """Chain rule back through ``attention_forward``; d_out: (T, d) = dL/d(out)."""
     d_weights = d_out @ a.V.T  # (T, T): out = weights V
     d_V = a.weights.T @ d_out  # (T, d)
@@ -204,8 +240,19 @@ def attention_backward(a: Attention, W_Q: np.ndarray, W_K: np.ndarray, W_V: np.n
     d_Q = d_scores @ a.K  # (T, d): scores = Q Kᵀ
     d_K = d_scores.T @ a.Q  # (T, d)
     d_X = d_Q @ W_Q.T + d_K @ W_K.T + d_V @ W_V.T  # X feeds all three projections
-    return AttentionGrads(d_out, d_weights, d_V, d_scaled, d_scores, d_Q, d_K, d_X,
-                          a.X.T @ d_Q, a.X.T @ d_K, a.X.T @ d_V)
+    return AttentionGrads(
+        d_out,
+        d_weights,
+        d_V,
+        d_scaled,
+        d_scores,
+        d_Q,
+        d_K,
+        d_X,
+        a.X.T @ d_Q,
+        a.X.T @ d_K,
+        a.X.T @ d_V,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,11 +265,11 @@ class Forward:
     tokens: list
     target: str
     attn: Attention
-    h: np.ndarray       # (d,) context of the last position (the row that predicts)
+    h: np.ndarray  # (d,) context of the last position (the row that predicts)
     logits: np.ndarray  # (V,) = h W_O
-    probs: np.ndarray   # (V,) softmax(logits); sums to 1
-    y: np.ndarray       # (V,) one-hot target
-    loss: float         # −log probs[target]
+    probs: np.ndarray  # (V,) softmax(logits); sums to 1
+    y: np.ndarray  # (V,) one-hot target
+    loss: float  # −log probs[target]
 
     def __getattr__(self, name):  # fwd.Q, fwd.weights, ... reach into the attention step
         if name != "attn" and "attn" in self.__dict__ and hasattr(self.attn, name):
@@ -231,7 +278,7 @@ class Forward:
 
 
 def forward(params: Params, tokens: Sequence[str], target: str) -> Forward:
-    """Tokens -> embeddings -> causal attention -> last context -> logits -> probabilities -> loss."""
+    """Tokens -> embeddings -> causal attention -> last context -> logits -> probs -> loss."""
     y = onehot(target)
     attn = attention_forward(embed(tokens), params.W_Q, params.W_K, params.W_V)
     h = attn.out[-1]  # (d,): only the last position predicts the next token
@@ -246,8 +293,8 @@ class Grads:
     """dL/d(everything), from the logits back to the four weight matrices."""
 
     d_logits: np.ndarray  # (V,) = p − y
-    d_W_O: np.ndarray     # (d, V) = outer(h, p − y)
-    d_h: np.ndarray       # (d,) = W_O (p − y)
+    d_W_O: np.ndarray  # (d, V) = outer(h, p − y)
+    d_h: np.ndarray  # (d,) = W_O (p − y)
     attn: AttentionGrads
 
     def __getattr__(self, name):
@@ -290,8 +337,9 @@ def batch_gradients(params: Params, examples=PATTERNS):
     gradient is the mean of the per-example gradients."""
     fwds = [forward(params, toks, tgt) for toks, tgt in examples]
     grads = [backward(params, f) for f in fwds]
-    mean = Params(*(np.mean([getattr(g.params(), n) for g in grads], axis=0)
-                    for n, _ in params.items()))
+    mean = Params(
+        *(np.mean([getattr(g.params(), n) for g in grads], axis=0) for n, _ in params.items())
+    )
     return fwds, grads, float(np.mean([f.loss for f in fwds])), mean
 
 
@@ -327,10 +375,10 @@ def example_ffn_params() -> FFNParams:
 
 @dataclass
 class FFNForward:
-    x: np.ndarray       # (..., d)
-    pre: np.ndarray     # (..., d_ff) = x W1 + b1
+    x: np.ndarray  # (..., d)
+    pre: np.ndarray  # (..., d_ff) = x W1 + b1
     hidden: np.ndarray  # (..., d_ff) = ReLU(pre)
-    out: np.ndarray     # (..., d) = hidden W2 + b2
+    out: np.ndarray  # (..., d) = hidden W2 + b2
     residual: np.ndarray  # (..., d) = x + out
 
 
@@ -338,7 +386,9 @@ def ffn_forward(p: FFNParams, x: np.ndarray) -> FFNForward:
     """The position-wise feed-forward layer and its residual, for x: (..., d)."""
     x = np.asarray(x, dtype=float)
     if x.shape[-1] != p.W1.shape[0]:
-        raise ValueError(f"ffn_forward: x must end in dimension {p.W1.shape[0]}; got shape {x.shape}.")
+        raise ValueError(
+            f"ffn_forward: x must end in dimension {p.W1.shape[0]}; got shape {x.shape}."
+        )
     pre = x @ p.W1 + p.b1
     hidden = np.maximum(pre, 0.0)
     out = hidden @ p.W2 + p.b2
@@ -353,11 +403,16 @@ def ffn_backward(p: FFNParams, f: FFNForward, d_out: np.ndarray) -> dict:
     x2, h2 = f.x.reshape(-1, f.x.shape[-1]), f.hidden.reshape(-1, f.hidden.shape[-1])
     g2 = np.asarray(d_out, dtype=float).reshape(-1, p.W2.shape[1])  # (N, d)
     d_hidden = g2 @ p.W2.T  # (N, d_ff)
-    d_pre = d_hidden * (f.pre.reshape(d_hidden.shape) > 0)  # ReLU passes gradient only where it passed the signal
+    # ReLU passes gradient only where it passed the signal
+    d_pre = d_hidden * (f.pre.reshape(d_hidden.shape) > 0)
     return {
-        "d_hidden": d_hidden.reshape(f.hidden.shape), "d_pre": d_pre.reshape(f.pre.shape),
+        "d_hidden": d_hidden.reshape(f.hidden.shape),
+        "d_pre": d_pre.reshape(f.pre.shape),
         "d_x": (d_pre @ p.W1.T).reshape(f.x.shape),
-        "d_W1": x2.T @ d_pre, "d_b1": d_pre.sum(0), "d_W2": h2.T @ g2, "d_b2": g2.sum(0),
+        "d_W1": x2.T @ d_pre,
+        "d_b1": d_pre.sum(0),
+        "d_W2": h2.T @ g2,
+        "d_b2": g2.sum(0),
     }
 
 
@@ -366,15 +421,17 @@ def ffn_backward(p: FFNParams, f: FFNForward, d_out: np.ndarray) -> dict:
 # --------------------------------------------------------------------------------------------
 @dataclass
 class LayerNormForward:
-    x: np.ndarray     # (..., d)
+    x: np.ndarray  # (..., d)
     mean: np.ndarray  # (..., 1)
-    var: np.ndarray   # (..., 1) biased variance, as in torch.nn.LayerNorm
+    var: np.ndarray  # (..., 1) biased variance, as in torch.nn.LayerNorm
     xhat: np.ndarray  # (..., d) = (x − mean) / √(var + eps)
-    y: np.ndarray     # (..., d) = gamma ⊙ xhat + beta
+    y: np.ndarray  # (..., d) = gamma ⊙ xhat + beta
     eps: float
 
 
-def layernorm_forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> LayerNormForward:
+def layernorm_forward(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5
+) -> LayerNormForward:
     """LayerNorm over the last axis, exactly as ``torch.nn.LayerNorm`` computes it."""
     x = np.asarray(x, dtype=float)
     if x.shape[-1] != len(gamma) or len(gamma) != len(beta):
@@ -393,8 +450,9 @@ def layernorm_backward(f: LayerNormForward, gamma: np.ndarray, d_y: np.ndarray):
     d_xhat = d_y * gamma
     inv_std = 1.0 / np.sqrt(f.var + f.eps)
     # xhat depends on every x_i through the mean and the variance: two correction terms
-    d_x = inv_std * (d_xhat - d_xhat.mean(-1, keepdims=True)
-                     - f.xhat * (d_xhat * f.xhat).mean(-1, keepdims=True))
+    d_x = inv_std * (
+        d_xhat - d_xhat.mean(-1, keepdims=True) - f.xhat * (d_xhat * f.xhat).mean(-1, keepdims=True)
+    )
     flat = lambda a: a.reshape(-1, a.shape[-1])  # noqa: E731
     return d_x, (flat(d_y) * flat(f.xhat)).sum(0), flat(d_y).sum(0)
 
@@ -413,13 +471,28 @@ def transformer_init(n_blocks: int = 2) -> dict[str, np.ndarray]:
     params: dict[str, np.ndarray] = {}
     for i in range(1, n_blocks + 1):
         for ln in ("ln1", "ln2"):
-            params[f"block{i}.{ln}.g"], params[f"block{i}.{ln}.b"] = np.ones(D_MODEL), np.zeros(D_MODEL)
-        params.update({f"block{i}.W_Q": p0.W_Q.copy(), f"block{i}.W_K": p0.W_K.copy(),
-                       f"block{i}.W_V": p0.W_V.copy(), f"block{i}.W1": f0.W1.copy(),
-                       f"block{i}.b1": f0.b1.copy(), f"block{i}.W2": f0.W2.copy(),
-                       f"block{i}.b2": f0.b2.copy()})
+            params[f"block{i}.{ln}.g"], params[f"block{i}.{ln}.b"] = (
+                np.ones(D_MODEL),
+                np.zeros(D_MODEL),
+            )
+        params.update(
+            {
+                f"block{i}.W_Q": p0.W_Q.copy(),
+                f"block{i}.W_K": p0.W_K.copy(),
+                f"block{i}.W_V": p0.W_V.copy(),
+                f"block{i}.W1": f0.W1.copy(),
+                f"block{i}.b1": f0.b1.copy(),
+                f"block{i}.W2": f0.W2.copy(),
+                f"block{i}.b2": f0.b2.copy(),
+            }
+        )
     params.update({"lnf.g": np.ones(D_MODEL), "lnf.b": np.zeros(D_MODEL), "W_O": p0.W_O.copy()})
     return params
+
+
+def _block(params: dict, i: int):
+    """Block i's parameters by short name: ``_block(params, 1)("W_Q")`` is params["block1.W_Q"]."""
+    return lambda name: params[f"block{i}.{name}"]
 
 
 def _n_blocks(params: dict) -> int:
@@ -437,21 +510,37 @@ def transformer_forward(params: dict, tokens: Sequence[str], target: str) -> dic
     y = onehot(target)
     blocks = []
     for i in range(1, _n_blocks(params) + 1):
-        P = lambda n: params[f"block{i}.{n}"]  # noqa: E731
+        P = _block(params, i)
         ln1 = layernorm_forward(h, P("ln1.g"), P("ln1.b"))
         attn = attention_forward(ln1.y, P("W_Q"), P("W_K"), P("W_V"))
         h_mid = h + attn.out  # residual around attention
         ln2 = layernorm_forward(h_mid, P("ln2.g"), P("ln2.b"))
         ffn = ffn_forward(FFNParams(P("W1"), P("b1"), P("W2"), P("b2")), ln2.y)
         h_out = h_mid + ffn.out  # residual around the FFN
-        blocks.append({"h_in": h, "ln1": ln1, "attn": attn, "h_mid": h_mid, "ln2": ln2,
-                       "ffn": ffn, "h_out": h_out})
+        blocks.append(
+            {
+                "h_in": h,
+                "ln1": ln1,
+                "attn": attn,
+                "h_mid": h_mid,
+                "ln2": ln2,
+                "ffn": ffn,
+                "h_out": h_out,
+            }
+        )
         h = h_out
     lnf = layernorm_forward(h, params["lnf.g"], params["lnf.b"])
     logits = lnf.y[-1] @ params["W_O"]  # (V,)
     probs = softmax(logits)
-    return {"X": embed(tokens), "blocks": blocks, "lnf": lnf, "logits": logits, "probs": probs,
-            "y": y, "loss": float(-log_softmax(logits)[y.argmax()])}
+    return {
+        "X": embed(tokens),
+        "blocks": blocks,
+        "lnf": lnf,
+        "logits": logits,
+        "probs": probs,
+        "y": y,
+        "loss": float(-log_softmax(logits)[y.argmax()]),
+    }
 
 
 def transformer_backward(params: dict, cache: dict) -> dict[str, np.ndarray]:
@@ -465,16 +554,24 @@ def transformer_backward(params: dict, cache: dict) -> dict[str, np.ndarray]:
     d_h, grads["lnf.g"], grads["lnf.b"] = layernorm_backward(lnf, params["lnf.g"], d_lnf)
     for i in range(len(cache["blocks"]), 0, -1):
         b = cache["blocks"][i - 1]
-        P = lambda n: params[f"block{i}.{n}"]  # noqa: E731
+        P = _block(params, i)
         fp = FFNParams(P("W1"), P("b1"), P("W2"), P("b2"))
         g = ffn_backward(fp, b["ffn"], d_h)
         for n in ("W1", "b1", "W2", "b2"):
             grads[f"block{i}.{n}"] = g[f"d_{n}"]
-        d_ln2_x, grads[f"block{i}.ln2.g"], grads[f"block{i}.ln2.b"] = layernorm_backward(b["ln2"], P("ln2.g"), g["d_x"])
+        d_ln2_x, grads[f"block{i}.ln2.g"], grads[f"block{i}.ln2.b"] = layernorm_backward(
+            b["ln2"], P("ln2.g"), g["d_x"]
+        )
         d_h = d_h + d_ln2_x  # the residual passes d_h straight through
         a = attention_backward(b["attn"], P("W_Q"), P("W_K"), P("W_V"), d_h)
-        grads[f"block{i}.W_Q"], grads[f"block{i}.W_K"], grads[f"block{i}.W_V"] = a.d_W_Q, a.d_W_K, a.d_W_V
-        d_ln1_x, grads[f"block{i}.ln1.g"], grads[f"block{i}.ln1.b"] = layernorm_backward(b["ln1"], P("ln1.g"), a.d_X)
+        grads[f"block{i}.W_Q"], grads[f"block{i}.W_K"], grads[f"block{i}.W_V"] = (
+            a.d_W_Q,
+            a.d_W_K,
+            a.d_W_V,
+        )
+        d_ln1_x, grads[f"block{i}.ln1.g"], grads[f"block{i}.ln1.b"] = layernorm_backward(
+            b["ln1"], P("ln1.g"), a.d_X
+        )
         d_h = d_h + d_ln1_x
     return {k: grads[k] for k in params}  # same order as params
 
@@ -496,9 +593,16 @@ class AdamWState:
     t: int = 0
 
 
-def adamw_step(params: dict, grads: dict, state: AdamWState | None, lr: float = 0.05,
-               betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01,
-               decay: Sequence[str] | None = None):
+def adamw_step(
+    params: dict,
+    grads: dict,
+    state: AdamWState | None,
+    lr: float = 0.05,
+    betas=(0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 0.01,
+    decay: Sequence[str] | None = None,
+):
     """One AdamW update (Loshchilov & Hutter), exactly as ``torch.optim.AdamW`` does it.
 
     Weight decay shrinks only the parameters named in ``decay`` (default: the matrices, whose
@@ -506,8 +610,10 @@ def adamw_step(params: dict, grads: dict, state: AdamWState | None, lr: float = 
     Returns (new params, new state); the inputs are not modified.
     """
     if state is None:
-        state = AdamWState({k: np.zeros_like(p) for k, p in params.items()},
-                           {k: np.zeros_like(p) for k, p in params.items()})
+        state = AdamWState(
+            {k: np.zeros_like(p) for k, p in params.items()},
+            {k: np.zeros_like(p) for k, p in params.items()},
+        )
     decay = [k for k in params if "W" in k] if decay is None else list(decay)
     t = state.t + 1
     b1, b2 = betas
@@ -518,13 +624,14 @@ def adamw_step(params: dict, grads: dict, state: AdamWState | None, lr: float = 
         p = p * (1 - lr * weight_decay) if k in decay else p.copy()  # decoupled decay
         m[k] = b1 * state.m[k] + (1 - b1) * grads[k]
         v[k] = b2 * state.v[k] + (1 - b2) * grads[k] ** 2
-        m_hat, v_hat = m[k] / (1 - b1 ** t), v[k] / (1 - b2 ** t)  # undo the zero start
+        m_hat, v_hat = m[k] / (1 - b1**t), v[k] / (1 - b2**t)  # undo the zero start
         new[k] = p - lr * m_hat / (np.sqrt(v_hat) + eps)
     return new, AdamWState(m, v, t)
 
 
-def train_transformer(params: dict, examples=PATTERNS, steps: int = 300, lr: float = 0.05,
-                      weight_decay: float = 0.01):
+def train_transformer(
+    params: dict, examples=PATTERNS, steps: int = 300, lr: float = 0.05, weight_decay: float = 0.01
+):
     """Full-batch AdamW on the mean loss over ``examples``.
 
     Returns (final params, history, first_learned): history holds the mean loss before each

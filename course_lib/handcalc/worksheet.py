@@ -16,6 +16,7 @@ the chapter. Lists of numbers show as ``[0.1, 0.0]``, never as Python reprs.
 The worksheets of Chapter 5 themselves live in ``course_lib.handcalc.sheets`` (this module
 only formats; it imports nothing of the course).
 """
+
 from __future__ import annotations
 
 import ast
@@ -27,9 +28,21 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["fmt", "fmt_latex", "dot_str", "affine_str", "sum_str", "math_eq", "inline_math", "matrix_latex",
-           "html_table", "Line",
-           "worksheet_html", "plain_lists", "significant_digits"]
+__all__ = [
+    "fmt",
+    "fmt_latex",
+    "dot_str",
+    "affine_str",
+    "sum_str",
+    "math_eq",
+    "inline_math",
+    "matrix_latex",
+    "html_table",
+    "Line",
+    "worksheet_html",
+    "plain_lists",
+    "significant_digits",
+]
 
 MINUS = "\u2212"
 
@@ -60,24 +73,30 @@ def _num(x: float, sig: int = 4, tex: bool = False) -> str:
     return fmt_latex(x, sig) if tex else fmt(x, sig)
 
 
-def dot_str(a: Sequence[float], b: Sequence[float], sig: int = 4, result: bool = True,
-            tex: bool = False) -> str:
+def dot_str(
+    a: Sequence[float], b: Sequence[float], sig: int = 4, result: bool = True, tex: bool = False
+) -> str:
     """The dot product written out: "a0×b0 + a1×b1 = result" (``tex``: ``\\times``, for math)."""
     times = r" \times " if tex else "×"
     terms = " + ".join(f"{_op(x, sig, tex)}{times}{_op(y, sig, tex)}" for x, y in zip(a, b))
     return f"{terms} = {_num(float(np.dot(a, b)), sig, tex)}" if result else terms
 
 
-def affine_str(x: Sequence[float], w: Sequence[float], b: float, sig: int = 4,
-               tex: bool = False) -> str:
+def affine_str(
+    x: Sequence[float], w: Sequence[float], b: float, sig: int = 4, tex: bool = False
+) -> str:
     """x·w + b written out: "x0×w0 + x1×w1 + b = result"."""
-    return (f"{dot_str(x, w, sig, result=False, tex=tex)} + {_op(b, sig, tex)} = "
-            f"{_num(float(np.dot(x, w) + b), sig, tex)}")
+    return (
+        f"{dot_str(x, w, sig, result=False, tex=tex)} + {_op(b, sig, tex)} = "
+        f"{_num(float(np.dot(x, w) + b), sig, tex)}"
+    )
 
 
 def sum_str(values: Sequence[float], sig: int = 4, tex: bool = False) -> str:
-    """"a + b + c = total"."""
-    return " + ".join(_op(v, sig, tex) for v in values) + f" = {_num(float(np.sum(values)), sig, tex)}"
+    """ "a + b + c = total"."""
+    return (
+        " + ".join(_op(v, sig, tex) for v in values) + f" = {_num(float(np.sum(values)), sig, tex)}"
+    )
 
 
 def inline_math(tex: str):
@@ -104,8 +123,13 @@ def math_eq(lhs: str, M: np.ndarray, sig: int = 4):
     return Math(f"{lhs} = {matrix_latex(M, sig)}")
 
 
-def html_table(M: np.ndarray, row_labels: Sequence[str] | None = None,
-               col_labels: Sequence[str] | None = None, sig: int = 4, caption: str = ""):
+def html_table(
+    M: np.ndarray,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    sig: int = 4,
+    caption: str = "",
+):
     """A small matrix as an HTML table (returns an ``IPython.display.HTML``)."""
     from IPython.display import HTML
 
@@ -119,14 +143,24 @@ def html_table(M: np.ndarray, row_labels: Sequence[str] | None = None,
         out.append(f"<caption>{html.escape(caption)}</caption>")
     if col_labels is not None:
         # The corner above the row labels is an empty data cell, not an empty header.
-        out.append("<tr>" + ("<td></td>" if row_labels is not None else "")
-                   + "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in col_labels)
-                   + "</tr>")
+        out.append(
+            "<tr>"
+            + ("<td></td>" if row_labels is not None else "")
+            + "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in col_labels)
+            + "</tr>"
+        )
     for i, row in enumerate(M):
-        head = (f'<th scope="row">{html.escape(str(row_labels[i]))}</th>'
-                if row_labels is not None else "")
-        out.append("<tr>" + head + "".join(f'<td style="text-align:right">{fmt(v, sig)}</td>'
-                                           for v in row) + "</tr>")
+        head = (
+            f'<th scope="row">{html.escape(str(row_labels[i]))}</th>'
+            if row_labels is not None
+            else ""
+        )
+        out.append(
+            "<tr>"
+            + head
+            + "".join(f'<td style="text-align:right">{fmt(v, sig)}</td>' for v in row)
+            + "</tr>"
+        )
     out.append("</table>")
     return HTML("".join(out))
 
@@ -179,6 +213,7 @@ _LIST_REPR = re.compile(r"\[(?:\[(?:'[^'\[\]]*'(?:, )?)*\](?:, )?|'[^'\[\]]*'(?:
 def plain_lists(text: str) -> str:
     """``text`` with every Python list-of-strings repr in it written as plain math notation:
     ``"K = [['0.1', '0.0'], ['0.0', '0.1']]"`` becomes ``"K = [[0.1, 0.0], [0.0, 0.1]]"``."""
+
     def show(value) -> str:
         if isinstance(value, list):
             return "[" + ", ".join(show(v) for v in value) + "]"
@@ -202,29 +237,44 @@ def significant_digits(answer: str) -> int:
     return best
 
 
-def worksheet_html(title: str, intro: str, lines: Sequence[Line], answers: bool = False,
-                   back: str | None = None, back_title: str | None = None,
-                   other: str | None = None) -> str:
+def worksheet_html(
+    title: str,
+    intro: str,
+    lines: Sequence[Line],
+    answers: bool = False,
+    back: str | None = None,
+    back_title: str | None = None,
+    other: str | None = None,
+) -> str:
     """A printable HTML page: the lines grouped by section, blanks or (answers=True) the key.
 
     ``back`` links to the chapter (``back_title`` names it, default ``title``); ``other`` to the
     worksheet's key or the key's worksheet. Lines whose answer has more than ``SIG``
     significant digits say that they want ``WIDE_SIG``; the footer states both."""
     kind = "answer key" if answers else "worksheet"
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{html.escape(title)} ({kind})</title><style>{_CSS}</style></head><body>"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(title)} ({kind})</title><style>{_CSS}</style></head><body>",
+    ]
     links = []
     if back:
-        links.append(f'<a href="{html.escape(back)}">← Back to '
-                     f"{html.escape(back_title or title)}</a>")
+        links.append(
+            f'<a href="{html.escape(back)}">← Back to {html.escape(back_title or title)}</a>'
+        )
     if other:
-        links.append(f'<a href="{html.escape(other)}">'
-                     + ("The worksheet (blanks)" if answers else "The answer key") + "</a>")
+        links.append(
+            f'<a href="{html.escape(other)}">'
+            + ("The worksheet (blanks)" if answers else "The answer key")
+            + "</a>"
+        )
     if links:
         parts.append("<nav>" + "".join(links) + "</nav>")
-    parts += [f"<main><h1>{html.escape(title)}: {kind}</h1>",
-              f"<p>{html.escape(plain_lists(intro))}</p>"]
+    parts += [
+        f"<main><h1>{html.escape(title)}: {kind}</h1>",
+        f"<p>{html.escape(plain_lists(intro))}</p>",
+    ]
     section = None
     wide = False
     for line in lines:
@@ -234,20 +284,28 @@ def worksheet_html(title: str, intro: str, lines: Sequence[Line], answers: bool 
             section = line.section
             parts.append(f"<h2>{html.escape(plain_lists(section))}</h2><ol>")
         answer = plain_lists(line.answer)
-        fill = (f'<span class="answer">{html.escape(answer)}</span>' if answers
-                else '<span class="blank">&nbsp;</span>')
+        fill = (
+            f'<span class="answer">{html.escape(answer)}</span>'
+            if answers
+            else '<span class="blank">&nbsp;</span>'
+        )
         note = ""
         if significant_digits(answer) > SIG:
             wide = True
             note = f' <span class="digits">({WIDE_SIG} significant digits)</span>'
-        parts.append("<li>" + html.escape(plain_lists(line.prompt)).replace("{}", fill)
-                     + note + "</li>")
+        parts.append(
+            "<li>" + html.escape(plain_lists(line.prompt)).replace("{}", fill) + note + "</li>"
+        )
     if section is not None:
         parts.append("</ol>")
     digits = f"{SIG} significant digits" + (
         f", or {WIDE_SIG} where a line says so (values that differ only in later digits)"
-        if wide else "")
-    parts.append("</main><footer>Generated by course_lib.handcalc.worksheet from the same code "
-                 f"that computes the chapter; numbers are rounded to {digits}.</footer>")
+        if wide
+        else ""
+    )
+    parts.append(
+        "</main><footer>Generated by course_lib.handcalc.worksheet from the same code "
+        f"that computes the chapter; numbers are rounded to {digits}.</footer>"
+    )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

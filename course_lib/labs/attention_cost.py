@@ -8,6 +8,7 @@
 - ``tiled_attention``: the FlashAttention idea (Dao et al., 2022) in a dozen lines of PyTorch:
   keys are visited block by block with an *online softmax*, so no T×T matrix ever exists.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,6 +16,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -32,11 +34,17 @@ __all__ = [
 ]
 
 
-def score_matrix_bytes(T: int, n_heads: int = 1, n_layers: int = 1, batch: int = 1,
-                       bytes_per_entry: int = 4) -> int:
+def score_matrix_bytes(
+    T: int, n_heads: int = 1, n_layers: int = 1, batch: int = 1, bytes_per_entry: int = 4
+) -> int:
     """Bytes of the attention score matrices: batch · n_layers · n_heads · T² entries."""
-    for name, val in (("T", T), ("n_heads", n_heads), ("n_layers", n_layers), ("batch", batch),
-                      ("bytes_per_entry", bytes_per_entry)):
+    for name, val in (
+        ("T", T),
+        ("n_heads", n_heads),
+        ("n_layers", n_layers),
+        ("batch", batch),
+        ("bytes_per_entry", bytes_per_entry),
+    ):
         if int(val) != val or val < 1:
             raise ValueError(f"score_matrix_bytes: {name} must be a positive integer; got {val!r}.")
     return int(batch) * int(n_layers) * int(n_heads) * int(T) ** 2 * int(bytes_per_entry)
@@ -53,20 +61,25 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} {units[i]}" if i == 0 else f"{n:.3g} {units[i]}"
 
 
-def score_matrix_table(lengths: Sequence[int], n_heads: int = 32, n_layers: int = 32,
-                       bytes_per_entry: int = 2) -> list[dict[str, object]]:
+def score_matrix_table(
+    lengths: Sequence[int], n_heads: int = 32, n_layers: int = 32, bytes_per_entry: int = 2
+) -> list[dict[str, object]]:
     """One row per sequence length T: entries of one score matrix (T²), its size in float32,
     and the size of all score matrices of a model with ``n_heads`` heads in each of
     ``n_layers`` layers, stored with ``bytes_per_entry`` bytes (2 = bfloat16), as naive
     training keeps them for the backward pass."""
     rows = []
     for T in lengths:
-        rows.append({
-            "T": int(T),
-            "entries": int(T) ** 2,
-            "one_matrix_fp32": score_matrix_bytes(T),
-            "whole_model": score_matrix_bytes(T, n_heads, n_layers, bytes_per_entry=bytes_per_entry),
-        })
+        rows.append(
+            {
+                "T": int(T),
+                "entries": int(T) ** 2,
+                "one_matrix_fp32": score_matrix_bytes(T),
+                "whole_model": score_matrix_bytes(
+                    T, n_heads, n_layers, bytes_per_entry=bytes_per_entry
+                ),
+            }
+        )
     return rows
 
 
@@ -121,9 +134,15 @@ def best_time(fn: Callable[[], object], repeats: int = 3) -> float:
     return min(times)
 
 
-def measure_attention_cost(lengths: Sequence[int], n_heads: int = 2, head_dim: int = 64,
-                           repeats: int = 3, seed: int = 0, threads: int = 1,
-                           block: int = 128) -> dict[str, list]:
+def measure_attention_cost(
+    lengths: Sequence[int],
+    n_heads: int = 2,
+    head_dim: int = 64,
+    repeats: int = 3,
+    seed: int = 0,
+    threads: int = 1,
+    block: int = 128,
+) -> dict[str, list]:
     """Time and peak memory of naive vs fused attention for each sequence length.
 
     Inputs are q, k, v of shape (1, n_heads, T, head_dim). "naive" is
@@ -137,9 +156,13 @@ def measure_attention_cost(lengths: Sequence[int], n_heads: int = 2, head_dim: i
     deterministic); ``max_abs_diff``: the largest difference of naive or tiled from fused.
     """
     if len(lengths) == 0 or any(int(T) != T or T < 1 for T in lengths):
-        raise ValueError(f"measure_attention_cost: lengths must be positive integers; got {list(lengths)}.")
+        raise ValueError(
+            f"measure_attention_cost: lengths must be positive integers; got {list(lengths)}."
+        )
     if int(threads) != threads or threads < 1:
-        raise ValueError(f"measure_attention_cost: threads must be a positive integer; got {threads!r}.")
+        raise ValueError(
+            f"measure_attention_cost: threads must be a positive integer; got {threads!r}."
+        )
     gen = torch.Generator().manual_seed(seed)
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -150,27 +173,47 @@ def measure_attention_cost(lengths: Sequence[int], n_heads: int = 2, head_dim: i
 
 
 def _measure(lengths, n_heads, head_dim, repeats, gen, block) -> dict[str, list]:
-    res: dict[str, list] = {k: [] for k in ("T", "time_naive", "time_fused", "time_tiled",
-                                            "mem_naive", "mem_fused", "mem_tiled",
-                                            "max_abs_diff")}
+    res: dict[str, list] = {
+        k: []
+        for k in (
+            "T",
+            "time_naive",
+            "time_fused",
+            "time_tiled",
+            "mem_naive",
+            "mem_fused",
+            "mem_tiled",
+            "max_abs_diff",
+        )
+    }
     with torch.no_grad():  # inference: no graph kept, so memory is the forward pass alone
         for T in lengths:
-            q, k, v = (torch.randn(1, n_heads, T, head_dim, generator=gen) for _ in range(3))  # (1, H, T, hd)
-            naive = lambda: scaled_dot_product_attention(q, k, v)[0]  # noqa: E731
-            fused = lambda: F.scaled_dot_product_attention(q, k, v)  # noqa: E731
-            tiled = lambda: tiled_attention(q, k, v, block=block)  # noqa: E731
+            # (1, H, T, hd)
+            q, k, v = (torch.randn(1, n_heads, T, head_dim, generator=gen) for _ in range(3))
+            naive = partial(_attention_output, q, k, v)
+            fused = partial(F.scaled_dot_product_attention, q, k, v)
+            tiled = partial(tiled_attention, q, k, v, block=block)
             res["T"].append(int(T))
             for name, fn in (("naive", naive), ("fused", fused), ("tiled", tiled)):
                 res[f"time_{name}"].append(best_time(fn, repeats))
                 res[f"mem_{name}"].append(peak_memory(fn))
             reference = fused()
-            res["max_abs_diff"].append(max((naive() - reference).abs().max().item(),
-                                           (tiled() - reference).abs().max().item()))
+            res["max_abs_diff"].append(
+                max(
+                    (naive() - reference).abs().max().item(),
+                    (tiled() - reference).abs().max().item(),
+                )
+            )
     return res
 
 
-def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: int = 64,
-                    causal: bool = False) -> torch.Tensor:
+def _attention_output(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return scaled_dot_product_attention(q, k, v)[0]  # the (..., T, d_v) output, weights dropped
+
+
+def tiled_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: int = 64, causal: bool = False
+) -> torch.Tensor:
     """Exact softmax(QKᵀ/√d_k)V computed over key blocks with an online softmax.
 
     Shapes: q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v) -> (..., T_q, d_v).
@@ -189,11 +232,11 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: in
         raise ValueError(f"tiled_attention: causal=True needs T_q == T_k; got {T_q} and {T_k}.")
     scale = 1.0 / math.sqrt(q.shape[-1])
     m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype)  # (..., T_q, 1) running max
-    l = torch.zeros_like(m)  # (..., T_q, 1) running Σ exp(s - m)
+    l = torch.zeros_like(m)  # (..., T_q, 1) running Σ exp(s - m)  # noqa: E741 (the paper's l)
     acc = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)  # (..., T_q, d_v)
     rows = torch.arange(T_q)[:, None]  # (T_q, 1)
     for start in range(0, T_k, block):
-        kb, vb = k[..., start:start + block, :], v[..., start:start + block, :]  # (..., b, d)
+        kb, vb = k[..., start : start + block, :], v[..., start : start + block, :]  # (..., b, d)
         s = (q @ kb.transpose(-2, -1)) * scale  # (..., T_q, b): one block of scores
         if causal:
             cols = torch.arange(start, start + kb.shape[-2])[None, :]  # (1, b)
@@ -203,7 +246,7 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: in
         m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
         p = torch.exp(s - m_safe)  # (..., T_q, b)
         correction = torch.exp(m - m_safe)  # (..., T_q, 1): rescales the old sums
-        l = l * correction + p.sum(dim=-1, keepdim=True)
+        l = l * correction + p.sum(dim=-1, keepdim=True)  # noqa: E741
         acc = acc * correction + p @ vb  # (..., T_q, d_v)
         m = m_new
     return acc / l  # (..., T_q, d_v)

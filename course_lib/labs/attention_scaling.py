@@ -6,6 +6,7 @@ into saturation (one weight near 1, the rest near 0), where its gradient vanishe
 √d_k brings the variance back to 1 whatever the head width. ``scaling_experiment`` measures all
 three effects (score variance, largest weight, gradient through the softmax) with autograd.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,9 @@ def softmax_with_temperature(scores: torch.Tensor, scale: float) -> torch.Tensor
     Shapes: scores (..., T) -> weights (..., T), each row summing to 1.
     """
     if not math.isfinite(scale) or scale < 0:
-        raise ValueError(f"softmax_with_temperature: scale must be a finite number >= 0; got {scale}.")
+        raise ValueError(
+            f"softmax_with_temperature: scale must be a finite number >= 0; got {scale}."
+        )
     return softmax(scores * scale, dim=-1)
 
 
@@ -59,8 +62,18 @@ def scaling_experiment(
         )
     gen = torch.Generator().manual_seed(seed)
     g = torch.randn(n_queries, n_keys, generator=gen, dtype=torch.float64)  # (N, T) read-out
-    out: dict[str, list[float]] = {k: [] for k in (
-        "d_k", "var_raw", "var_scaled", "max_weight_raw", "max_weight_scaled", "grad_raw", "grad_scaled")}
+    out: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "d_k",
+            "var_raw",
+            "var_scaled",
+            "max_weight_raw",
+            "max_weight_scaled",
+            "grad_raw",
+            "grad_scaled",
+        )
+    }
     for d_k in d_ks:
         q = torch.randn(n_queries, d_k, generator=gen, dtype=torch.float64)  # (N, d_k)
         k = torch.randn(n_keys, d_k, generator=gen, dtype=torch.float64)  # (T, d_k)

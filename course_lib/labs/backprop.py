@@ -6,6 +6,7 @@ shape as X) and the values cached by the matching forward pass, and returns the 
 the inputs. Tests compare every one with autograd, ``torch.autograd.functional.jacobian`` and
 finite differences.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,9 @@ def softmax_jacobian(s: torch.Tensor) -> torch.Tensor:
     Shapes: s (..., V) -> (..., V, V).
     """
     if s.dim() < 1:
-        raise ValueError("softmax_jacobian: s must have a last axis of probabilities; got a scalar.")
+        raise ValueError(
+            "softmax_jacobian: s must have a last axis of probabilities; got a scalar."
+        )
     return torch.diag_embed(s) - s[..., :, None] * s[..., None, :]  # (..., V, V)
 
 
@@ -245,7 +248,9 @@ def gradient_norms_per_layer(
     if n_layers < 1:
         raise ValueError(f"gradient_norms_per_layer: n_layers must be at least 1; got {n_layers}.")
     if kind not in BLOCK_KINDS:
-        raise ValueError(f"gradient_norms_per_layer: kind must be one of {BLOCK_KINDS}; got {kind!r}.")
+        raise ValueError(
+            f"gradient_norms_per_layer: kind must be one of {BLOCK_KINDS}; got {kind!r}."
+        )
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, seq_len, d_model, generator=gen, dtype=torch.float64)  # (B, T, d)
     targets = torch.randint(0, vocab, (batch, seq_len), generator=gen)  # (B, T)
@@ -284,7 +289,9 @@ def attention_scale_gradients(
     for d_k in d_ks:
         mw, gs = 0.0, 0.0
         for _ in range(n_trials):
-            q, k, v = (torch.randn(seq_len, d_k, generator=gen, dtype=torch.float64) for _ in range(3))
+            q, k, v = (
+                torch.randn(seq_len, d_k, generator=gen, dtype=torch.float64) for _ in range(3)
+            )
             d_out = torch.randn(seq_len, d_k, generator=gen, dtype=torch.float64)  # (T, d_k)
             _, cache = attention_forward(q, k, v, scaled=scaled)
             grads = attention_backward(d_out, cache)

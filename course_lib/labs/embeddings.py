@@ -5,6 +5,7 @@ multiplying the one-hot vector of i by E, and then trains a tiny 2-D embedding s
 can watch related tokens move together. The tests check every function against
 ``torch.nn.functional`` and autograd.
 """
+
 from __future__ import annotations
 
 import torch
@@ -58,7 +59,9 @@ def embedding_lookup(E: torch.Tensor, ids) -> torch.Tensor:
     ``one_hot(ids, V) @ E``, without building the (..., V) one-hot matrix.
     """
     if E.dim() != 2:
-        raise ValueError(f"embedding_lookup: E must be a (V, d) matrix; got shape {tuple(E.shape)}.")
+        raise ValueError(
+            f"embedding_lookup: E must be a (V, d) matrix; got shape {tuple(E.shape)}."
+        )
     ids = torch.as_tensor(ids)
     _check_ids("embedding_lookup", ids, E.shape[0])
     return E[ids.long()]  # (..., d)
@@ -85,7 +88,10 @@ def group_similarity(E: torch.Tensor, groups: list[int]) -> tuple[float, float]:
     (a row with itself) is left out.
     """
     if len(groups) != E.shape[0]:
-        raise ValueError(f"group_similarity: need one group label per row of E ({E.shape[0]}); got {len(groups)}.")
+        raise ValueError(
+            f"group_similarity: need one group label per row of E ({E.shape[0]}); got "
+            f"{len(groups)}."
+        )
     C = cosine_matrix(E.detach().double())  # (V, V)
     g = torch.as_tensor(groups)
     same = g[:, None] == g[None, :]  # (V, V)
@@ -109,13 +115,22 @@ def toy_skipgram_pairs(labels: list[int]) -> torch.Tensor:
     This is the skip-gram idea of word2vec on a toy corpus in which words only ever appear
     next to words of their own group. Returns (N, 2) long.
     """
-    pairs = [(i, j) for i in range(len(labels)) for j in range(len(labels))
-             if i != j and labels[i] == labels[j]]
+    pairs = [
+        (i, j)
+        for i in range(len(labels))
+        for j in range(len(labels))
+        if i != j and labels[i] == labels[j]
+    ]
     return torch.tensor(pairs, dtype=torch.long)  # (N, 2)
 
 
-def train_toy_embeddings(d: int = 2, steps: int = 100, lr: float = 0.5, seed: int = 0,
-                         groups: dict[str, list[str]] | None = None) -> dict:
+def train_toy_embeddings(
+    d: int = 2,
+    steps: int = 100,
+    lr: float = 0.5,
+    seed: int = 0,
+    groups: dict[str, list[str]] | None = None,
+) -> dict:
     """Train a skip-gram embedding on the toy corpus and return it before and after.
 
     Model: logits = E[centre] @ Uᵀ, a score for every possible context word, trained with
@@ -128,7 +143,10 @@ def train_toy_embeddings(d: int = 2, steps: int = 100, lr: float = 0.5, seed: in
     first step, for a batch that uses only some words).
     """
     if d < 1 or steps < 1 or lr <= 0:
-        raise ValueError(f"train_toy_embeddings: need d >= 1, steps >= 1, lr > 0; got d={d}, steps={steps}, lr={lr}.")
+        raise ValueError(
+            f"train_toy_embeddings: need d >= 1, steps >= 1, lr > 0; got d={d}, steps={steps}, "
+            f"lr={lr}."
+        )
     words, labels = toy_vocab(groups)
     V = len(words)
     gen = torch.Generator().manual_seed(seed)
@@ -155,5 +173,12 @@ def train_toy_embeddings(d: int = 2, steps: int = 100, lr: float = 0.5, seed: in
     batch = centre[probe]  # (2,)
     F.cross_entropy(E_probe[batch] @ U.detach().T, context[probe]).backward()
     grad_rows = (E_probe.grad.abs().sum(dim=1) > 0).tolist()  # (V,) bools
-    return {"words": words, "labels": labels, "before": before, "after": E.detach().clone(),
-            "losses": losses, "grad_rows": grad_rows, "probe_batch": batch.tolist()}
+    return {
+        "words": words,
+        "labels": labels,
+        "before": before,
+        "after": E.detach().clone(),
+        "losses": losses,
+        "grad_rows": grad_rows,
+        "probe_batch": batch.tolist(),
+    }

@@ -14,6 +14,7 @@ position); ``finetune`` trains it in one of four modes: ``full`` (every weight),
 on the attention projections plus the head) and ``scratch`` (full training from a random
 initialisation, the control).
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,16 +31,39 @@ from ..data import CharTokenizer
 from ..lora import add_lora, count_trainable
 from ..model import MiniGPT
 
-__all__ = ["TASK_PLAYS", "FT_SETTINGS", "CLASSES", "PlayData", "clean_play", "play_texts", "shuffle_words", "play_data", "PlayClassifier",
-           "FinetuneResult", "finetune", "evaluate", "ngram_baseline", "mean_lm_loss", "zero_shot", "gpt2_name"]
+__all__ = [
+    "TASK_PLAYS",
+    "FT_SETTINGS",
+    "CLASSES",
+    "PlayData",
+    "clean_play",
+    "play_texts",
+    "shuffle_words",
+    "play_data",
+    "PlayClassifier",
+    "FinetuneResult",
+    "finetune",
+    "evaluate",
+    "ngram_baseline",
+    "mean_lm_loss",
+    "zero_shot",
+    "gpt2_name",
+]
 
 #: The three plays entirely inside the validation part of the corpus (never pretrained on).
 TASK_PLAYS = ("TWELFTH NIGHT", "THE TWO GENTLEMEN OF VERONA", "THE WINTER'S TALE")
 #: Fine-tuning recipe shared by every mode (AdamW, warm-up then cosine; lr per mode).
-FT_SETTINGS = {"steps": 150, "batch_size": 32, "n_train_per_play": 100, "n_test_per_play": 200,
-               "lr": {"full": 1e-4, "scratch": 1e-3, "probe": 1e-2, "lora": 3e-3}, "weight_decay": 0.01}
+FT_SETTINGS = {
+    "steps": 150,
+    "batch_size": 32,
+    "n_train_per_play": 100,
+    "n_test_per_play": 200,
+    "lr": {"full": 1e-4, "scratch": 1e-3, "probe": 1e-2, "lora": 3e-3},
+    "weight_decay": 0.01,
+}
 
-_HEADING = re.compile(r"^[A-Z][A-Z0-9 .,'&-]*\.$")  # a speaker heading: "VIOLA." or "FIRST OFFICER."
+# a speaker heading: "VIOLA." or "FIRST OFFICER."
+_HEADING = re.compile(r"^[A-Z][A-Z0-9 .,'&-]*\.$")
 _STAGE = re.compile(r"^\s*\[.*\]\s*$")  # a whole-line stage direction
 _ACT = re.compile(r"^(ACT|SCENE|Scene|Act)\b")
 
@@ -48,9 +72,15 @@ def clean_play(text: str) -> str:
     """One play without its front matter, speaker headings, whole-line stage directions,
     act/scene lines and blank lines: the spoken lines, one per line."""
     start = re.search(r"^(ACT|Act) (I|1)\b", text, re.M)
-    body = text[start.start():] if start else text
-    keep = [ln.strip() for ln in body.split("\n")
-            if ln.strip() and not _HEADING.match(ln.strip()) and not _STAGE.match(ln) and not _ACT.match(ln.strip())]
+    body = text[start.start() :] if start else text
+    keep = [
+        ln.strip()
+        for ln in body.split("\n")
+        if ln.strip()
+        and not _HEADING.match(ln.strip())
+        and not _STAGE.match(ln)
+        and not _ACT.match(ln.strip())
+    ]
     return "\n".join(keep)
 
 
@@ -98,8 +128,13 @@ def shuffle_words(passage: str, g: torch.Generator) -> str:
             return out
 
 
-def play_data(tok: CharTokenizer, block_size: int = 64, n_train_per_play: int | None = None,
-              n_test_per_play: int | None = None, seed: int = 0) -> PlayData:
+def play_data(
+    tok: CharTokenizer,
+    block_size: int = 64,
+    n_train_per_play: int | None = None,
+    n_test_per_play: int | None = None,
+    seed: int = 0,
+) -> PlayData:
     """Non-overlapping ``block_size``-character windows of each task play: a seeded sample of
     ``n_train_per_play`` from the first 80 % of the play, ``n_test_per_play`` from the last 20 %.
     Half of each sample (chosen at random) has its words shuffled (label 0); the rest are as
@@ -110,14 +145,22 @@ def play_data(tok: CharTokenizer, block_size: int = 64, n_train_per_play: int | 
     g = torch.Generator().manual_seed(seed)
     parts = {k: [] for k in ("xtr", "ytr", "xte", "yte", "ttr", "tte")}
     for name, text in play_texts().items():
-        windows = [text[i:i + block_size] for i in range(0, len(text) - block_size + 1, block_size)]
+        windows = [
+            text[i : i + block_size] for i in range(0, len(text) - block_size + 1, block_size)
+        ]
         windows = [w for w in windows if len(set(w.split(" "))) >= 4]  # enough words to shuffle
         cut = int(0.8 * len(windows))
         train_pool, test_pool = windows[:cut], windows[cut:]
         if n_tr > len(train_pool) or n_te > len(test_pool):
-            raise ValueError(f"play_data: {name} has {len(train_pool)} training and {len(test_pool)} test windows; "
-                             f"asked for {n_tr} and {n_te}.")
-        for pool, n, xs, ys, ts in ((train_pool, n_tr, "xtr", "ytr", "ttr"), (test_pool, n_te, "xte", "yte", "tte")):
+            raise ValueError(
+                f"play_data: {name} has {len(train_pool)} training and {len(test_pool)} test "
+                "windows; "
+                f"asked for {n_tr} and {n_te}."
+            )
+        for pool, n, xs, ys, ts in (
+            (train_pool, n_tr, "xtr", "ytr", "ttr"),
+            (test_pool, n_te, "xte", "yte", "tte"),
+        ):
             pick = torch.randperm(len(pool), generator=g)[:n].tolist()
             labels = torch.randperm(n, generator=g) % 2  # exactly half shuffled (n even)
             for i, label in zip(pick, labels.tolist()):
@@ -125,8 +168,15 @@ def play_data(tok: CharTokenizer, block_size: int = 64, n_train_per_play: int | 
                 parts[xs].append(tok.encode(passage))
                 parts[ts].append(passage)
                 parts[ys].append(label)
-    return PlayData(torch.stack(parts["xtr"]), torch.tensor(parts["ytr"]), torch.stack(parts["xte"]),
-                    torch.tensor(parts["yte"]), parts["ttr"], parts["tte"], CLASSES)
+    return PlayData(
+        torch.stack(parts["xtr"]),
+        torch.tensor(parts["ytr"]),
+        torch.stack(parts["xte"]),
+        torch.tensor(parts["yte"]),
+        parts["ttr"],
+        parts["tte"],
+        CLASSES,
+    )
 
 
 class PlayClassifier(nn.Module):
@@ -172,13 +222,22 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 25
     """Accuracy of ``model`` on passages x (N, T) with labels y (N,)."""
     was = model.training
     model.eval()
-    right = sum((model(x[i:i + batch]).argmax(-1) == y[i:i + batch]).sum().item() for i in range(0, len(x), batch))
+    right = sum(
+        (model(x[i : i + batch]).argmax(-1) == y[i : i + batch]).sum().item()
+        for i in range(0, len(x), batch)
+    )
     model.train(was)
     return right / len(x)
 
 
-def finetune(pretrained: MiniGPT, data: PlayData, mode: str, rank: int = 4, steps: int | None = None,
-             seed: int = 0) -> tuple[PlayClassifier, FinetuneResult]:
+def finetune(
+    pretrained: MiniGPT,
+    data: PlayData,
+    mode: str,
+    rank: int = 4,
+    steps: int | None = None,
+    seed: int = 0,
+) -> tuple[PlayClassifier, FinetuneResult]:
     """Adapt a copy of ``pretrained`` to the play task. ``mode``: "full", "probe", "lora"
     (``rank``) or "scratch" (same architecture, re-initialised). Same data order, steps and
     schedule for every mode; only the learning rate (``FT_SETTINGS["lr"]``) differs."""
@@ -200,7 +259,13 @@ def finetune(pretrained: MiniGPT, data: PlayData, mode: str, rank: int = 4, step
     opt = torch.optim.AdamW(params, lr=s["lr"][mode], weight_decay=s["weight_decay"])
     warm = max(1, steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda t: min(1.0, (t + 1) / warm) * 0.5 * (1 + torch.cos(torch.tensor(torch.pi * t / steps)).item()))
+        opt,
+        lambda t: (
+            min(1.0, (t + 1) / warm)
+            * 0.5
+            * (1 + torch.cos(torch.tensor(torch.pi * t / steps)).item())
+        ),
+    )
     g = torch.Generator().manual_seed(seed)
     losses = []
     model.train()
@@ -214,9 +279,16 @@ def finetune(pretrained: MiniGPT, data: PlayData, mode: str, rank: int = 4, step
         sched.step()
         losses.append(loss.item())
     seconds = time.perf_counter() - t0
-    result = FinetuneResult(mode, rank if mode == "lora" else None, evaluate(model, data.x_test, data.y_test),
-                            evaluate(model, data.x_train, data.y_train), count_trainable(model),
-                            sum(p.numel() for p in model.parameters()), seconds, losses)
+    result = FinetuneResult(
+        mode,
+        rank if mode == "lora" else None,
+        evaluate(model, data.x_test, data.y_test),
+        evaluate(model, data.x_train, data.y_train),
+        count_trainable(model),
+        sum(p.numel() for p in model.parameters()),
+        seconds,
+        losses,
+    )
     return model.eval(), result
 
 
@@ -244,11 +316,14 @@ def zero_shot(model: MiniGPT, data: PlayData) -> dict:
     """The task without any training: call a passage "as written" when the pretrained model's
     loss on it is below the median loss of the training passages. Returns the test accuracy
     and the mean test loss of each class."""
-    train_loss, test_loss = mean_lm_loss(model, data.x_train), mean_lm_loss(model, data.x_test)  # (N,) each
+    # (N,) each
+    train_loss, test_loss = mean_lm_loss(model, data.x_train), mean_lm_loss(model, data.x_test)
     guess = (test_loss < train_loss.median()).long()  # 1 = as written
-    return {"accuracy": (guess == data.y_test).float().mean().item(),
-            "loss_as_written": test_loss[data.y_test == 1].mean().item(),
-            "loss_shuffled": test_loss[data.y_test == 0].mean().item()}
+    return {
+        "accuracy": (guess == data.y_test).float().mean().item(),
+        "loss_as_written": test_loss[data.y_test == 1].mean().item(),
+        "loss_shuffled": test_loss[data.y_test == 0].mean().item(),
+    }
 
 
 _GPT2_NAMES = [

@@ -5,6 +5,7 @@ backpropagation rules of a matrix product compute. Everything here is deliberate
 (Python loops) where the point is to see each multiply-add; the tests compare every function
 with PyTorch's own operators and with autograd.
 """
+
 from __future__ import annotations
 
 import math
@@ -88,7 +89,8 @@ def pairwise_scores_loop(Q, K) -> torch.Tensor:
             f"pairwise_scores_loop: queries have {Q.shape[1]} dimensions and keys {K.shape[1]}; "
             "a dot product needs vectors of the same length."
         )
-    S = torch.zeros(Q.shape[0], K.shape[0], dtype=torch.promote_types(Q.dtype, K.dtype))  # (T_q, T_k)
+    # (T_q, T_k)
+    S = torch.zeros(Q.shape[0], K.shape[0], dtype=torch.promote_types(Q.dtype, K.dtype))
     for i in range(Q.shape[0]):
         for j in range(K.shape[0]):
             S[i, j] = torch.dot(Q[i], K[j])  # one query, one key
@@ -120,7 +122,9 @@ def cosine_similarity(u, v) -> float:
         )
     nu, nv = u.norm(), v.norm()
     if nu == 0 or nv == 0:
-        raise ValueError("cosine_similarity: a zero vector has no direction; its cosine is undefined.")
+        raise ValueError(
+            "cosine_similarity: a zero vector has no direction; its cosine is undefined."
+        )
     return float(u @ v / (nu * nv))
 
 
@@ -136,7 +140,8 @@ def matmul_backward(A, B, grad_C) -> tuple[torch.Tensor, torch.Tensor]:
     _check_inner("matmul_backward", A, B)
     if grad_C.shape != (A.shape[0], B.shape[1]):
         raise ValueError(
-            f"matmul_backward: grad_C must have the shape of C = A @ B, {(A.shape[0], B.shape[1])}; "
+            "matmul_backward: grad_C must have the shape of C = A @ B, "
+            f"{(A.shape[0], B.shape[1])}; "
             f"got {tuple(grad_C.shape)}."
         )
     grad_A = grad_C @ B.T  # (n, p) @ (p, m) -> (n, m)

@@ -5,6 +5,7 @@ section 3.5); this module measures it. Chapter 3 uses ``position_similarity`` fo
 "similarity decays with distance" figure and ``sinusoidal_shift_matrix`` to show that moving
 k positions is one fixed rotation, whatever the starting position.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,7 +35,9 @@ def position_similarity(d: int, offsets: Sequence[int], p: int = 0) -> torch.Ten
     """
     offsets = [int(k) for k in offsets]
     if p < 0 or any(k < 0 for k in offsets):
-        raise ValueError(f"position_similarity: positions must be >= 0; got p={p}, offsets from {min(offsets)}.")
+        raise ValueError(
+            f"position_similarity: positions must be >= 0; got p={p}, offsets from {min(offsets)}."
+        )
     pe = sinusoidal_positions(p + max(offsets) + 1, d).double()  # (T, d)
     ref = pe[p]  # (d,)
     others = pe[[p + k for k in offsets]]  # (K, d)
@@ -51,5 +54,7 @@ def sinusoidal_shift_matrix(d: int, k: float) -> torch.Tensor:
     M = torch.zeros(d, d, dtype=torch.float64)  # (d, d)
     for i, w in enumerate(sinusoidal_frequencies(d).tolist()):
         c, s = math.cos(k * w), math.sin(k * w)
-        M[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+        M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor(
+            [[c, s], [-s, c]], dtype=torch.float64
+        )
     return M

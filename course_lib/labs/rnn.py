@@ -6,6 +6,7 @@ gradient flows back the same way. Self-attention connects every pair of position
 The functions here measure both effects with autograd, in float64 so the numbers are
 reproducible to the digits the chapter prints.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -41,7 +42,7 @@ def sequential_steps(T: int, layer: str) -> int:
 
 
 def max_path_length(T: int, layer: str) -> int:
-    """Longest path, in layer steps, between the first and last of T tokens (Vaswani et al., Table 1)."""
+    """Longest path in layer steps between the first and last of T tokens (Vaswani, Table 1)."""
     return {"rnn": T - 1, "attention": 1}[_layer(layer)]
 
 
@@ -74,7 +75,9 @@ def rnn_last_state(x: torch.Tensor, W: torch.Tensor, U: torch.Tensor) -> torch.T
     return h
 
 
-def rnn_gradient_norms(lengths: Sequence[int], d: int = 16, gain: float = 0.9, seed: int = 0) -> list[float]:
+def rnn_gradient_norms(
+    lengths: Sequence[int], d: int = 16, gain: float = 0.9, seed: int = 0
+) -> list[float]:
     """||d sum(h_T) / d x_1|| for a tanh RNN, one value per sequence length T in ``lengths``.
 
     The same weights (``rnn_weights``) and inputs (prefixes of one sequence) serve every T.
@@ -119,24 +122,32 @@ class LSTMWeights(NamedTuple):
     b_hh: torch.Tensor
 
 
-def lstm_weights(d: int = 16, hidden: int | None = None, forget_bias: float = 0.0, seed: int = 0,
-                 dtype: torch.dtype = torch.float64) -> LSTMWeights:
+def lstm_weights(
+    d: int = 16,
+    hidden: int | None = None,
+    forget_bias: float = 0.0,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+) -> LSTMWeights:
     """Random LSTM weights: entries with variance 1/d (inputs) and 1/H (recurrent), biases
     zero except the forget gate's, which is ``forget_bias`` (a large one starts the forget
     gate near 1, so the cell remembers: Gers et al. 2000, Jozefowicz et al. 2015)."""
     if d < 1 or (hidden is not None and hidden < 1):
-        raise ValueError(f"lstm_weights: d and hidden must be positive; got d={d}, hidden={hidden}.")
+        raise ValueError(
+            f"lstm_weights: d and hidden must be positive; got d={d}, hidden={hidden}."
+        )
     H = d if hidden is None else hidden
     g = torch.Generator().manual_seed(seed)
     W_ih = torch.randn(4 * H, d, generator=g, dtype=dtype) / d**0.5  # (4H, D)
     W_hh = torch.randn(4 * H, H, generator=g, dtype=dtype) / H**0.5  # (4H, H)
     b_ih = torch.zeros(4 * H, dtype=dtype)  # (4H,)
-    b_ih[H:2 * H] = forget_bias  # rows H..2H are the forget gate
+    b_ih[H : 2 * H] = forget_bias  # rows H..2H are the forget gate
     return LSTMWeights(W_ih, W_hh, b_ih, torch.zeros(4 * H, dtype=dtype))
 
 
-def lstm_cell(x: torch.Tensor, h: torch.Tensor, c: torch.Tensor, w: LSTMWeights,
-              return_gates: bool = False):
+def lstm_cell(
+    x: torch.Tensor, h: torch.Tensor, c: torch.Tensor, w: LSTMWeights, return_gates: bool = False
+):
     """One LSTM step (Hochreiter & Schmidhuber 1997, with the forget gate of Gers et al. 2000),
     written out as ``nn.LSTMCell`` computes it:
 
@@ -152,11 +163,19 @@ def lstm_cell(x: torch.Tensor, h: torch.Tensor, c: torch.Tensor, w: LSTMWeights,
     almost unchanged.
     """
     H = w.W_hh.shape[1]
-    if w.W_ih.shape[0] != 4 * H or x.shape[-1] != w.W_ih.shape[1] or h.shape[-1] != H or c.shape != h.shape:
+    if (
+        w.W_ih.shape[0] != 4 * H
+        or x.shape[-1] != w.W_ih.shape[1]
+        or h.shape[-1] != H
+        or c.shape != h.shape
+    ):
         raise ValueError(
-            f"lstm_cell: shapes do not fit: x {tuple(x.shape)}, h {tuple(h.shape)}, c {tuple(c.shape)}, "
-            f"W_ih {tuple(w.W_ih.shape)}, W_hh {tuple(w.W_hh.shape)}; need x (..., D), h and c (..., H), "
-            "W_ih (4H, D), W_hh (4H, H).")
+            f"lstm_cell: shapes do not fit: x {tuple(x.shape)}, h {tuple(h.shape)}, c "
+            f"{tuple(c.shape)}, "
+            f"W_ih {tuple(w.W_ih.shape)}, W_hh {tuple(w.W_hh.shape)}; need x (..., D), h and c "
+            "(..., H), "
+            "W_ih (4H, D), W_hh (4H, H)."
+        )
     z = x @ w.W_ih.T + w.b_ih + h @ w.W_hh.T + w.b_hh  # (B, 4H): all four gates' pre-activations
     zi, zf, zg, zo = z.split(H, dim=-1)  # each (B, H), in nn.LSTMCell's order
     i, f, o = torch.sigmoid(zi), torch.sigmoid(zf), torch.sigmoid(zo)  # (B, H) each, in (0, 1)
@@ -186,12 +205,15 @@ def lstm_run(x: torch.Tensor, w: LSTMWeights, return_gates: bool = False):
     return h, c
 
 
-def lstm_gradient_norms(lengths: Sequence[int], d: int = 16, forget_bias: float = 0.0,
-                        seed: int = 0) -> list[float]:
+def lstm_gradient_norms(
+    lengths: Sequence[int], d: int = 16, forget_bias: float = 0.0, seed: int = 0
+) -> list[float]:
     """||d sum(h_T) / d x_1|| for an LSTM, one value per sequence length T in ``lengths``:
     the counterpart of ``rnn_gradient_norms`` (same inputs, same dimension)."""
     if any(T < 1 for T in lengths):
-        raise ValueError(f"lstm_gradient_norms: sequence lengths must be >= 1; got {list(lengths)}.")
+        raise ValueError(
+            f"lstm_gradient_norms: sequence lengths must be >= 1; got {list(lengths)}."
+        )
     w = lstm_weights(d, forget_bias=forget_bias, seed=seed)
     norms = []
     for T in lengths:
@@ -202,15 +224,20 @@ def lstm_gradient_norms(lengths: Sequence[int], d: int = 16, forget_bias: float 
     return norms
 
 
-def lstm_gates(T: int, d: int = 16, forget_bias: float = 0.0, seed: int = 0) -> dict[str, torch.Tensor]:
+def lstm_gates(
+    T: int, d: int = 16, forget_bias: float = 0.0, seed: int = 0
+) -> dict[str, torch.Tensor]:
     """The gates of the LSTM of ``lstm_gradient_norms`` over the same T random inputs: a dict
     of i, f, g, o, each (T, H), and ``kept``, (T,): the fraction of what the cell held at
     step 1 that survives the forget gates to step t along the cell path alone,
     prod_{s=2..t} f_s averaged over the H units (1 at t = 1)."""
     if T < 1:
         raise ValueError(f"lstm_gates: T must be >= 1; got {T}.")
-    _, _, gates = lstm_run(_inputs(T, d, seed + 1), lstm_weights(d, forget_bias=forget_bias, seed=seed),
-                           return_gates=True)
+    _, _, gates = lstm_run(
+        _inputs(T, d, seed + 1),
+        lstm_weights(d, forget_bias=forget_bias, seed=seed),
+        return_gates=True,
+    )
     f = gates["f"]  # (T, H)
     kept = torch.cat([torch.ones(1, f.shape[1], dtype=f.dtype), f[1:].cumprod(0)])  # (T, H)
     return {**gates, "kept": kept.mean(1)}  # kept: (T,)

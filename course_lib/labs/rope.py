@@ -11,6 +11,7 @@ q_m · k_n depends on the positions only through the offset m - n.
 The tests compare ``apply_rope`` with an independent complex-number implementation
 (multiplying by e^{i m θ}) and check the relative-offset property numerically.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -29,14 +30,22 @@ def rope_score(q: torch.Tensor, k: torch.Tensor, m: int, n: int, base: float = 1
     Shapes: q (d,), k (d,). Returns a Python float.
     """
     if q.dim() != 1 or q.shape != k.shape:
-        raise ValueError(f"rope_score: q and k must be vectors of the same length; got {tuple(q.shape)}, {tuple(k.shape)}.")
+        raise ValueError(
+            f"rope_score: q and k must be vectors of the same length; got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}."
+        )
     qm = apply_rope(q[None], [m], base)[0]  # (d,)
     kn = apply_rope(k[None], [n], base)[0]  # (d,)
     return float(qm @ kn)
 
 
-def rope_offset_table(q: torch.Tensor, k: torch.Tensor, starts: Sequence[int],
-                      offsets: Sequence[int], base: float = 10000.0) -> torch.Tensor:
+def rope_offset_table(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    starts: Sequence[int],
+    offsets: Sequence[int],
+    base: float = 10000.0,
+) -> torch.Tensor:
     """Scores of q at position n + offset against k at position n, for several n.
 
     Returns (len(starts), len(offsets)) float64: row r holds the scores for key position

@@ -10,6 +10,7 @@ compute-efficient frontier) and fits a power law to it:
 The published constants below are quoted from the papers (not computed here); they describe
 far larger models on other corpora and tokenizers, so only their exponents are comparable.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,9 @@ KAPLAN_C_C_PF_DAYS = 3.1e8
 CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 
 
-def chinchilla_compute_exponent(alpha: float = CHINCHILLA["alpha"], beta: float = CHINCHILLA["beta"]) -> float:
+def chinchilla_compute_exponent(
+    alpha: float = CHINCHILLA["alpha"], beta: float = CHINCHILLA["beta"]
+) -> float:
     """The exponent of the reducible loss against compute, L(C) - E ~ C^(-gamma), for a model
     sized compute-optimally under L(N, D) = E + A/N^alpha + B/D^beta with C = 6 N D.
 
@@ -53,7 +56,9 @@ def chinchilla_compute_exponent(alpha: float = CHINCHILLA["alpha"], beta: float 
     C^(-alpha*beta/(alpha+beta)): gamma = alpha * beta / (alpha + beta).
     """
     if alpha <= 0 or beta <= 0:
-        raise ValueError(f"chinchilla_compute_exponent: alpha and beta must be positive; got {alpha}, {beta}.")
+        raise ValueError(
+            f"chinchilla_compute_exponent: alpha and beta must be positive; got {alpha}, {beta}."
+        )
     return alpha * beta / (alpha + beta)
 
 
@@ -87,15 +92,21 @@ def _check(compute, loss, min_points: int, who: str) -> tuple[np.ndarray, np.nda
     C = np.asarray(compute, dtype=float).ravel()
     L = np.asarray(loss, dtype=float).ravel()
     if C.shape != L.shape:
-        raise ValueError(f"{who}: compute has {C.size} values but loss has {L.size}; give one loss per compute.")
+        raise ValueError(
+            f"{who}: compute has {C.size} values but loss has {L.size}; give one loss per compute."
+        )
     if C.size < min_points:
         raise ValueError(f"{who}: need at least {min_points} points to fit; got {C.size}.")
     if not (np.all(np.isfinite(C)) and np.all(np.isfinite(L))):
         raise ValueError(f"{who}: compute and loss must be finite numbers (no NaN or inf).")
     if np.any(C <= 0) or np.any(L <= 0):
-        raise ValueError(f"{who}: compute and loss must be positive (a power law lives on log axes).")
+        raise ValueError(
+            f"{who}: compute and loss must be positive (a power law lives on log axes)."
+        )
     if np.unique(C).size < 2:
-        raise ValueError(f"{who}: all points have the same compute; give at least two different budgets.")
+        raise ValueError(
+            f"{who}: all points have the same compute; give at least two different budgets."
+        )
     return C, L
 
 
@@ -116,7 +127,9 @@ def fit_power_law(compute: Sequence[float], loss: Sequence[float]) -> PowerLaw:
     return PowerLaw(a, alpha, 0.0, rmse, C.size, (float(C.min()), float(C.max())))
 
 
-def fit_power_law_with_floor(compute: Sequence[float], loss: Sequence[float], grid: int = 2000) -> PowerLaw:
+def fit_power_law_with_floor(
+    compute: Sequence[float], loss: Sequence[float], grid: int = 2000
+) -> PowerLaw:
     """Fit L(C) = E + a * C^(-alpha) with an irreducible loss E in [0, min L), minimising the
     squared error of log L. For each E on a fine grid the rest is a straight-line fit of
     log(L - E); the best E is then refined by golden-section search. Needs >= 4 points
@@ -141,7 +154,9 @@ def fit_power_law_with_floor(compute: Sequence[float], loss: Sequence[float], gr
             lo = m1
     E = (lo + hi) / 2
     a, alpha, _ = _log_fit(C, L - E)
-    return PowerLaw(a, alpha, float(E), math.sqrt(err(E)), C.size, (float(C.min()), float(C.max())), params=3)
+    return PowerLaw(
+        a, alpha, float(E), math.sqrt(err(E)), C.size, (float(C.min()), float(C.max())), params=3
+    )
 
 
 def isoflop_minima(runs: Sequence[dict]) -> list[dict]:
@@ -152,7 +167,9 @@ def isoflop_minima(runs: Sequence[dict]) -> list[dict]:
     best: dict[float, dict] = {}
     for r in runs:
         if "budget" not in r or "val_loss" not in r:
-            raise ValueError(f"isoflop_minima: every run needs 'budget' and 'val_loss'; got keys {sorted(r)}.")
+            raise ValueError(
+                f"isoflop_minima: every run needs 'budget' and 'val_loss'; got keys {sorted(r)}."
+            )
         if r["budget"] not in best or r["val_loss"] < best[r["budget"]]["val_loss"]:
             best[r["budget"]] = r
     return [best[b] for b in sorted(best)]
@@ -166,7 +183,10 @@ def pareto_frontier(points: Sequence[dict]) -> list[dict]:
         raise ValueError("pareto_frontier: no points; give dicts with 'compute' and 'val_loss'.")
     for r in points:
         if "compute" not in r or "val_loss" not in r:
-            raise ValueError(f"pareto_frontier: every point needs 'compute' and 'val_loss'; got keys {sorted(r)}.")
+            raise ValueError(
+                "pareto_frontier: every point needs 'compute' and 'val_loss'; got keys "
+                f"{sorted(r)}."
+            )
     front, best = [], math.inf
     for r in sorted(points, key=lambda r: (r["compute"], r["val_loss"])):
         if r["val_loss"] < best:
@@ -181,10 +201,17 @@ def training_compute(result: dict) -> float:
     count the scaling runs use) times the tokens it trained on, steps x batch x context x ranks."""
     try:
         cfg = result["config"]
-        tokens = result["steps"] * cfg["batch_size"] * cfg["model"]["block_size"] * result.get("world_size", 1)
+        tokens = (
+            result["steps"]
+            * cfg["batch_size"]
+            * cfg["model"]["block_size"]
+            * result.get("world_size", 1)
+        )
         return float(result["flops_per_token"]) * tokens
     except KeyError as e:
-        raise ValueError(f"training_compute: the result has no {e}; pass a dict written by course_lib.train.run.") from None
+        raise ValueError(
+            f"training_compute: the result has no {e}; pass a dict written by course_lib.train.run."
+        ) from None
 
 
 def load_scaling_runs(name: str = "scaling.json") -> dict:

@@ -8,6 +8,7 @@ is the one fixed, seeded, stratified train/test split every experiment uses.
 reports its test accuracy and training time; ``data_hunger`` repeats that for growing training
 sets (the benchmark ``benchmarks/vision_bench.py`` runs it and stores the table).
 """
+
 from __future__ import annotations
 
 import time
@@ -20,12 +21,31 @@ from torch import nn
 
 from ..encoder import ViT
 
-__all__ = ["Digits", "digits_split", "SmallCNN", "VIT_SETTINGS", "make_vit", "TrainResult", "train_classifier",
-           "accuracy", "logistic_baseline", "subset", "data_hunger"]
+__all__ = [
+    "Digits",
+    "digits_split",
+    "SmallCNN",
+    "VIT_SETTINGS",
+    "make_vit",
+    "TrainResult",
+    "train_classifier",
+    "accuracy",
+    "logistic_baseline",
+    "subset",
+    "data_hunger",
+]
 
 #: The chapter's vision transformer and its training recipe (chosen by a small sweep).
-VIT_SETTINGS = {"patch": 2, "n_layer": 2, "n_head": 4, "d_model": 64, "epochs": 40, "lr": 1e-3,
-                "batch_size": 64, "weight_decay": 0.05}
+VIT_SETTINGS = {
+    "patch": 2,
+    "n_layer": 2,
+    "n_head": 4,
+    "d_model": 64,
+    "epochs": 40,
+    "lr": 1e-3,
+    "batch_size": 64,
+    "weight_decay": 0.05,
+}
 
 
 @dataclass
@@ -48,8 +68,9 @@ def digits_split(test_fraction: float = 0.2, seed: int = 0) -> Digits:
         raise ValueError(f"digits_split: test_fraction must lie in (0, 1); got {test_fraction}.")
     d = load_digits()
     x = (d.images / 16.0).astype(np.float32)  # (1797, 8, 8): pixel values 0..16 -> 0..1
-    x_tr, x_te, y_tr, y_te = train_test_split(x, d.target, test_size=test_fraction, random_state=seed,
-                                              stratify=d.target)
+    x_tr, x_te, y_tr, y_te = train_test_split(
+        x, d.target, test_size=test_fraction, random_state=seed, stratify=d.target
+    )
     t = torch.from_numpy
     return Digits(t(x_tr), t(y_tr).long(), t(x_te), t(y_te).long())
 
@@ -62,7 +83,9 @@ def subset(data: Digits, n: int, seed: int = 0) -> Digits:
     order = torch.randperm(len(data.y_train), generator=g)
     # round-robin over the classes, so even 10 images hold one of each digit
     by_class = [order[data.y_train[order] == c] for c in range(10)]
-    picked = torch.stack([cls[i] for i in range(max(len(c) for c in by_class)) for cls in by_class if i < len(cls)])
+    picked = torch.stack(
+        [cls[i] for i in range(max(len(c) for c in by_class)) for cls in by_class if i < len(cls)]
+    )
     idx = picked[:n]
     return Digits(data.x_train[idx], data.y_train[idx], data.x_test, data.y_test)
 
@@ -88,7 +111,13 @@ def make_vit(seed: int = 0) -> ViT:
     """The chapter's ViT (``VIT_SETTINGS``), initialised from ``seed``."""
     torch.manual_seed(seed)
     s = VIT_SETTINGS
-    return ViT(image_size=8, patch=s["patch"], n_layer=s["n_layer"], n_head=s["n_head"], d_model=s["d_model"])
+    return ViT(
+        image_size=8,
+        patch=s["patch"],
+        n_layer=s["n_layer"],
+        n_head=s["n_head"],
+        d_model=s["d_model"],
+    )
 
 
 @dataclass
@@ -113,8 +142,16 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     return acc
 
 
-def train_classifier(model: nn.Module, data: Digits, epochs: int = 40, lr: float = 1e-3, batch_size: int = 64,
-                     weight_decay: float = 0.05, seed: int = 0, min_steps: int = 0) -> TrainResult:
+def train_classifier(
+    model: nn.Module,
+    data: Digits,
+    epochs: int = 40,
+    lr: float = 1e-3,
+    batch_size: int = 64,
+    weight_decay: float = 0.05,
+    seed: int = 0,
+    min_steps: int = 0,
+) -> TrainResult:
     """Train with AdamW, a one-cycle learning rate (10 % warm-up, cosine down) and cross-entropy;
     shuffled mini-batches from a seeded generator. ``min_steps`` raises the number of epochs
     for small training sets, so every size gets at least that many updates."""
@@ -132,7 +169,7 @@ def train_classifier(model: nn.Module, data: Digits, epochs: int = 40, lr: float
         order = torch.randperm(n, generator=g)
         total = 0.0
         for i in range(0, n, batch_size):
-            idx = order[i:i + batch_size]
+            idx = order[i : i + batch_size]
             loss = F.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -142,8 +179,13 @@ def train_classifier(model: nn.Module, data: Digits, epochs: int = 40, lr: float
         losses.append(total / n)
     seconds = time.perf_counter() - t0
     model.eval()
-    return TrainResult(accuracy(model, data.x_test, data.y_test), accuracy(model, data.x_train, data.y_train),
-                       seconds, steps, losses)
+    return TrainResult(
+        accuracy(model, data.x_test, data.y_test),
+        accuracy(model, data.x_train, data.y_train),
+        seconds,
+        steps,
+        losses,
+    )
 
 
 def logistic_baseline(data: Digits) -> tuple[float, float]:
@@ -153,16 +195,27 @@ def logistic_baseline(data: Digits) -> tuple[float, float]:
     from threadpoolctl import threadpool_limits  # installed with scikit-learn
 
     t0 = time.perf_counter()
-    with threadpool_limits(limits=1):  # a 1437 x 64 problem: extra BLAS threads only fight over the cores
-        clf = LogisticRegression(max_iter=2000).fit(data.x_train.reshape(len(data.x_train), -1).numpy(),
-                                                    data.y_train.numpy())
+    # a 1437 x 64 problem: extra BLAS threads only fight over the cores
+    with threadpool_limits(limits=1):
+        clf = LogisticRegression(max_iter=2000).fit(
+            data.x_train.reshape(len(data.x_train), -1).numpy(), data.y_train.numpy()
+        )
     seconds = time.perf_counter() - t0
-    acc = float((clf.predict(data.x_test.reshape(len(data.x_test), -1).numpy()) == data.y_test.numpy()).mean())
+    acc = float(
+        (
+            clf.predict(data.x_test.reshape(len(data.x_test), -1).numpy()) == data.y_test.numpy()
+        ).mean()
+    )
     return acc, seconds
 
 
-def data_hunger(sizes: list[int], seeds: list[int], data: Digits | None = None, min_steps: int = 300,
-                progress: bool = False) -> list[dict]:
+def data_hunger(
+    sizes: list[int],
+    seeds: list[int],
+    data: Digits | None = None,
+    min_steps: int = 300,
+    progress: bool = False,
+) -> list[dict]:
     """Test accuracy of the ViT, the small CNN and logistic regression trained on the first n
     images of ``subset`` for each n in ``sizes`` and each seed (the seed picks the subset and
     the initialisation). Returns one row per (model, n, seed)."""
@@ -179,10 +232,20 @@ def data_hunger(sizes: list[int], seeds: list[int], data: Digits | None = None, 
                     model = make_vit(seed) if name == "vit" else SmallCNN()
                     s = VIT_SETTINGS
                     lr = s["lr"] if name == "vit" else 3e-3
-                    r = train_classifier(model, part, epochs=s["epochs"], lr=lr, batch_size=s["batch_size"],
-                                         weight_decay=s["weight_decay"], seed=seed, min_steps=min_steps)
+                    r = train_classifier(
+                        model,
+                        part,
+                        epochs=s["epochs"],
+                        lr=lr,
+                        batch_size=s["batch_size"],
+                        weight_decay=s["weight_decay"],
+                        seed=seed,
+                        min_steps=min_steps,
+                    )
                     acc, sec = r.accuracy, r.seconds
-                rows.append({"model": name, "n_train": n, "seed": seed, "accuracy": acc, "seconds": sec})
+                rows.append(
+                    {"model": name, "n_train": n, "seed": seed, "accuracy": acc, "seconds": sec}
+                )
                 if progress:
                     print(f"{name:9} n={n:5} seed={seed}: {acc:.3f} ({sec:.1f} s)", flush=True)
     return rows

@@ -52,7 +52,8 @@ def _narrow_figures() -> None:
     if ip is None:
         return
     ip.display_formatter.mimebundle_formatter.for_type_by_name(
-        "matplotlib.figure", "Figure", _narrow_bundle)
+        "matplotlib.figure", "Figure", _narrow_bundle
+    )
 
 
 _sharp_figures()

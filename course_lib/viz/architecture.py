@@ -7,6 +7,7 @@ of each component of a built model; ``architecture_diagram(cfg, batch)`` draws t
 on the arrows. ``tests/test_architecture.py`` checks the shapes against hooks on a real forward
 pass and the table against ``MiniGPT.num_params()``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,7 +35,9 @@ class TensorShape:
         return f"({', '.join(self.symbols)}){sep}({', '.join(str(s) for s in self.shape)})"
 
 
-def tensor_shapes(cfg: GPTConfig, batch: int = 1, seq_len: int | None = None) -> dict[str, TensorShape]:
+def tensor_shapes(
+    cfg: GPTConfig, batch: int = 1, seq_len: int | None = None
+) -> dict[str, TensorShape]:
     """The shapes of the tensors a MiniGPT forward pass produces, keyed by stage, in order.
 
     ``seq_len`` defaults to ``cfg.block_size`` (T). Stages: ids (B, T); embedding (B, T, d)
@@ -46,11 +49,15 @@ def tensor_shapes(cfg: GPTConfig, batch: int = 1, seq_len: int | None = None) ->
     final_ln (B, T, d); logits (B, T, V); loss () when targets are given.
     """
     if cfg.vocab_size is None:
-        raise ValueError("tensor_shapes: cfg.vocab_size is not set; use cfg.with_vocab(tokenizer.vocab_size).")
+        raise ValueError(
+            "tensor_shapes: cfg.vocab_size is not set; use cfg.with_vocab(tokenizer.vocab_size)."
+        )
     T = cfg.block_size if seq_len is None else int(seq_len)
     if batch < 1 or not 1 <= T <= cfg.block_size:
-        raise ValueError(f"tensor_shapes: need batch >= 1 and 1 <= seq_len <= block_size={cfg.block_size}; "
-                         f"got batch={batch}, seq_len={T}.")
+        raise ValueError(
+            f"tensor_shapes: need batch >= 1 and 1 <= seq_len <= block_size={cfg.block_size}; "
+            f"got batch={batch}, seq_len={T}."
+        )
     B, d, H, hd, V = batch, cfg.d_model, cfg.n_head, cfg.head_dim, cfg.vocab_size
     S = TensorShape
     stream = S(("B", "T", "d_model"), (B, T, d))  # the residual stream keeps one shape throughout
@@ -106,17 +113,45 @@ def parameter_table(model: MiniGPT) -> list[tuple[str, int]]:
 
 
 def _box(ax, x, y, w, h, text, color, fontsize=9):
-    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.12",
-                                facecolor=color, edgecolor="#333333", linewidth=1.0, alpha=0.95))
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - w / 2, y - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0.02,rounding_size=0.12",
+            facecolor=color,
+            edgecolor="#333333",
+            linewidth=1.0,
+            alpha=0.95,
+        )
+    )
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
 
 
 def _arrow(ax, x0, y0, x1, y1, label=None, label_side=1):
-    ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=11,
-                                 color="#333333", linewidth=1.0, shrinkA=0, shrinkB=0))
+    ax.add_patch(
+        FancyArrowPatch(
+            (x0, y0),
+            (x1, y1),
+            arrowstyle="-|>",
+            mutation_scale=11,
+            color="#333333",
+            linewidth=1.0,
+            shrinkA=0,
+            shrinkB=0,
+        )
+    )
     if label:
-        ax.text((x0 + x1) / 2 + 0.15 * label_side, (y0 + y1) / 2, label, ha="left" if label_side > 0 else "right",
-                va="center", fontsize=7.5, color="#444444", family="monospace")
+        ax.text(
+            (x0 + x1) / 2 + 0.15 * label_side,
+            (y0 + y1) / 2,
+            label,
+            ha="left" if label_side > 0 else "right",
+            va="center",
+            fontsize=7.5,
+            color="#444444",
+            family="monospace",
+        )
 
 
 def _add(ax, x, y, r=0.22):
@@ -161,29 +196,62 @@ def architecture_diagram(cfg: GPTConfig, batch: int = 1):
 
     # the repeated block, inside a dashed frame
     top, bottom = 12.6, 4.3
-    ax.add_patch(Rectangle((cx - w / 2 - 0.6, bottom), 9.9 - (cx - w / 2 - 0.6), top - bottom, fill=False,
-                           linestyle="--", edgecolor="#777777", linewidth=1.0))
+    ax.add_patch(
+        Rectangle(
+            (cx - w / 2 - 0.6, bottom),
+            9.9 - (cx - w / 2 - 0.6),
+            top - bottom,
+            fill=False,
+            linestyle="--",
+            edgecolor="#777777",
+            linewidth=1.0,
+        )
+    )
     ax.text(9.75, top - 0.25, f"× {L} blocks", ha="right", va="top", fontsize=10, weight="bold")
     y_ln1, y_att, y_add1, y_ln2, y_mlp, y_add2 = 11.5, 9.9, 8.45, 7.5, 5.9, 4.75
     _arrow(ax, cx, y_emb - 0.35, cx, y_ln1 + 0.3, s["embedding"].label())
     _box(ax, cx, y_ln1, 2.6, 0.6, f"LayerNorm ({bias})", blue)
     _arrow(ax, cx, y_ln1 - 0.3, cx, y_att + 0.6, s["ln1"].label())
-    _box(ax, cx, y_att, w, 1.2,
-         f"{kind} multi-head attention\n{heads}{rope}\nsoftmax(QKᵀ/√{hd}) V, concat, W_O", orange)
+    _box(
+        ax,
+        cx,
+        y_att,
+        w,
+        1.2,
+        f"{kind} multi-head attention\n{heads}{rope}\nsoftmax(QKᵀ/√{hd}) V, concat, W_O",
+        orange,
+    )
     # what happens inside the attention box, to its right
     nl = "\n      = "  # symbols on one line, sizes on the next: the column stays narrow
-    inside = (f"q:    {s['q'].label(nl)}\nk, v: {s['kv'].label(nl)}\n"
-              f"weights: {s['weights'].label(nl)}")
-    ax.text(cx + w / 2 + 0.2, y_att, inside, ha="left", va="center", fontsize=7, family="monospace",
-            color="#444444")
+    inside = (
+        f"q:    {s['q'].label(nl)}\nk, v: {s['kv'].label(nl)}\nweights: {s['weights'].label(nl)}"
+    )
+    ax.text(
+        cx + w / 2 + 0.2,
+        y_att,
+        inside,
+        ha="left",
+        va="center",
+        fontsize=7,
+        family="monospace",
+        color="#444444",
+    )
     _arrow(ax, cx, y_att - 0.6, cx, y_add1 + 0.22, s["attn_out"].label())
     _add(ax, cx, y_add1)
     _arrow(ax, cx, y_add1 - 0.22, cx, y_ln2 + 0.3)
     _box(ax, cx, y_ln2, 2.6, 0.6, f"LayerNorm ({bias})", blue)
     _arrow(ax, cx, y_ln2 - 0.3, cx, y_mlp + 0.6, s["ln2"].label())
     _box(ax, cx, y_mlp, w, 1.2, f"MLP: Linear {d}→{4 * d}, GELU, Linear {4 * d}→{d}", green)
-    ax.text(cx + w / 2 + 0.2, y_mlp, f"hidden: {s['mlp_hidden'].label(nl)}", ha="left", va="center",
-            fontsize=7, family="monospace", color="#444444")
+    ax.text(
+        cx + w / 2 + 0.2,
+        y_mlp,
+        f"hidden: {s['mlp_hidden'].label(nl)}",
+        ha="left",
+        va="center",
+        fontsize=7,
+        family="monospace",
+        color="#444444",
+    )
     _arrow(ax, cx, y_mlp - 0.6, cx, y_add2 + 0.22, s["mlp_out"].label())
     _add(ax, cx, y_add2)
     # residual paths: the stream goes around each sub-layer and is added back
@@ -192,15 +260,41 @@ def architecture_diagram(cfg: GPTConfig, batch: int = 1):
         ax.plot([cx, xr, xr], [y_from, y_from, y_to], color=COLORS[0], linewidth=1.2)
         _arrow(ax, xr, y_to, cx - 0.22, y_to)
     for y_mid in ((12.15 + y_add1) / 2, (8.1 + y_add2) / 2):
-        ax.text(xr - 0.08, y_mid, "residual", rotation=90, ha="right", va="center", fontsize=8, color=COLORS[0])
+        ax.text(
+            xr - 0.08,
+            y_mid,
+            "residual",
+            rotation=90,
+            ha="right",
+            va="center",
+            fontsize=8,
+            color=COLORS[0],
+        )
 
     y_lnf, y_head, y_loss = 3.5, 2.2, 0.6
     _arrow(ax, cx, y_add2 - 0.22, cx, y_lnf + 0.3, s["block_out"].label())
     _box(ax, cx, y_lnf, 2.6, 0.6, "final LayerNorm", blue)
     _arrow(ax, cx, y_lnf - 0.3, cx, y_head + 0.35, s["final_ln"].label())
-    _box(ax, cx, y_head, w, 0.7, f"LM head: Linear {d}→{V}, tied to the token embedding", pink, fontsize=8.5)
+    _box(
+        ax,
+        cx,
+        y_head,
+        w,
+        0.7,
+        f"LM head: Linear {d}→{V}, tied to the token embedding",
+        pink,
+        fontsize=8.5,
+    )
     _arrow(ax, cx, y_head - 0.35, cx, y_loss + 0.35, s["logits"].label())
     _box(ax, cx, y_loss, w, 0.7, "softmax + cross-entropy with the next tokens", grey, fontsize=8.5)
-    ax.text(cx + w / 2 + 0.2, y_loss, f"loss: {s['loss'].label()}", ha="left", va="center", fontsize=7.5,
-            family="monospace", color="#444444")
+    ax.text(
+        cx + w / 2 + 0.2,
+        y_loss,
+        f"loss: {s['loss'].label()}",
+        ha="left",
+        va="center",
+        fontsize=7.5,
+        family="monospace",
+        color="#444444",
+    )
     return finish_figure(fig)

@@ -4,13 +4,13 @@ Every figure has an opaque white background so it stays readable when the site i
 mode. Each function returns the ``matplotlib.figure.Figure``, already closed, so a notebook
 cell that ends with the call shows it exactly once (and ``glue`` can store it).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 
 import matplotlib
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -122,7 +122,9 @@ def attention_heatmap(
     size = max(3.0, 0.45 * w.shape[1] + 1.5)
     fig, ax = new_figure(figsize=(size + 1.0, max(2.5, 0.45 * w.shape[0] + 1.2)))
     im = ax.imshow(w, vmin=0.0, vmax=1.0, cmap="Blues")
-    ax.set_xticks(range(len(tokens)), [repr(t)[1:-1] for t in tokens], rotation=90 if len(tokens) > 8 else 0)
+    ax.set_xticks(
+        range(len(tokens)), [repr(t)[1:-1] for t in tokens], rotation=90 if len(tokens) > 8 else 0
+    )
     ax.set_yticks(range(len(query_tokens)), [repr(t)[1:-1] for t in query_tokens])
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
@@ -130,13 +132,22 @@ def attention_heatmap(
     if annotate:
         for i in range(w.shape[0]):
             for j in range(w.shape[1]):
-                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center",
-                        color="white" if w[i, j] > 0.6 else "#222222", fontsize=9)
+                ax.text(
+                    j,
+                    i,
+                    f"{w[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    color="white" if w[i, j] > 0.6 else "#222222",
+                    fontsize=9,
+                )
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return finish_figure(fig)
 
 
-def loss_curve(history, title: str = "Loss", ylabel: str = "cross-entropy (nats)", logy: bool = False):
+def loss_curve(
+    history, title: str = "Loss", ylabel: str = "cross-entropy (nats)", logy: bool = False
+):
     """Plot one or more loss curves.
 
     history: a sequence of losses (one per step), or a mapping with an optional ``"step"``
@@ -155,7 +166,9 @@ def loss_curve(history, title: str = "Loss", ylabel: str = "cross-entropy (nats)
     fig, ax = new_figure()
     for name, values in curves.items():
         x = steps if steps is not None and len(steps) == len(values) else range(len(values))
-        ax.plot(list(x), _to_numpy(values), label=name, marker="o" if len(values) <= 30 else None, ms=3)
+        ax.plot(
+            list(x), _to_numpy(values), label=name, marker="o" if len(values) <= 30 else None, ms=3
+        )
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -181,9 +194,16 @@ def positional_heatmap(pe, title: str = "Positional encodings"):
     return finish_figure(fig)
 
 
-def bar_probs(probs, labels: Sequence[str], title: str = "Next-token probabilities",
-              highlight: int | None = None, *, ylabel: str = "probability", color: str | None = None,
-              ax=None):
+def bar_probs(
+    probs,
+    labels: Sequence[str],
+    title: str = "Next-token probabilities",
+    highlight: int | None = None,
+    *,
+    ylabel: str = "probability",
+    color: str | None = None,
+    ax=None,
+):
     """Bar chart of a probability vector probs: (V,), with one label per bar, each bar
     annotated with its value.
 
@@ -209,7 +229,14 @@ def bar_probs(probs, labels: Sequence[str], title: str = "Next-token probabiliti
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     for b, v in zip(bars, p):
-        ax.text(b.get_x() + b.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", va="bottom", fontsize=9)
+        ax.text(
+            b.get_x() + b.get_width() / 2,
+            v + 0.01,
+            f"{v:.2f}",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
     return ax if fig is None else finish_figure(fig)
 
 
@@ -218,11 +245,24 @@ def _set_scale(ax, axis: str, base: int | None) -> None:
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=base)
 
 
-def line_plot(curves: Mapping, x=None, *, xlabel: str = "", ylabel: str = "", title: str | None = None,
-              xlog: int | None = None, ylog: int | None = None, markers=None,
-              styles: Mapping | None = None, ylim: tuple[float, float] | None = None,
-              hline: float | None = None, vlines: Sequence[float] = (), legend=None, ax=None,
-              figsize: tuple[float, float] = (6.0, 3.4)):
+def line_plot(
+    curves: Mapping,
+    x=None,
+    *,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str | None = None,
+    xlog: int | None = None,
+    ylog: int | None = None,
+    markers=None,
+    styles: Mapping | None = None,
+    ylim: tuple[float, float] | None = None,
+    hline: float | None = None,
+    vlines: Sequence[float] = (),
+    legend=None,
+    ax=None,
+    figsize: tuple[float, float] = (6.0, 3.4),
+):
     """Line plot of one or more labelled curves: the course's curves against a length, a step,
     an offset or a width.
 
@@ -246,9 +286,13 @@ def line_plot(curves: Mapping, x=None, *, xlabel: str = "", ylabel: str = "", ti
     if ax is None:
         fig, ax = new_figure(figsize=figsize)
     styles = styles or {}
-    marks = [markers] * len(curves) if markers is None or isinstance(markers, str) else list(markers)
+    marks = (
+        [markers] * len(curves) if markers is None or isinstance(markers, str) else list(markers)
+    )
     if len(marks) != len(curves):
-        raise ValueError(f"line_plot: {len(marks)} markers for {len(curves)} curves; give one per curve.")
+        raise ValueError(
+            f"line_plot: {len(marks)} markers for {len(curves)} curves; give one per curve."
+        )
     for (label, values), marker in zip(curves.items(), marks):
         if isinstance(values, tuple) and len(values) == 2:
             xs, ys = _to_numpy(values[0]), _to_numpy(values[1])
@@ -256,7 +300,9 @@ def line_plot(curves: Mapping, x=None, *, xlabel: str = "", ylabel: str = "", ti
             ys = _to_numpy(values)
             xs = np.arange(len(ys)) if x is None else _to_numpy(x)
         if xs.shape != ys.shape:
-            raise ValueError(f"line_plot: curve {label!r} has {ys.shape} y values for {xs.shape} x values.")
+            raise ValueError(
+                f"line_plot: curve {label!r} has {ys.shape} y values for {xs.shape} x values."
+            )
         kw = {"marker": marker, "ms": 4} if marker else {}
         kw.update(styles.get(label, {}))
         ax.plot(xs, ys, label=label, **kw)
@@ -281,8 +327,14 @@ def line_plot(curves: Mapping, x=None, *, xlabel: str = "", ylabel: str = "", ti
     return ax if fig is None else finish_figure(fig)
 
 
-def line_panels(panels: Sequence[Mapping], *, nrows: int = 1, figsize: tuple[float, float] = (9.0, 3.4),
-                sharey=False, **common):
+def line_panels(
+    panels: Sequence[Mapping],
+    *,
+    nrows: int = 1,
+    figsize: tuple[float, float] = (9.0, 3.4),
+    sharey=False,
+    **common,
+):
     """Side-by-side ``line_plot`` panels in one figure.
 
     panels: one mapping of ``line_plot`` keywords per panel (each with its own ``curves``),
@@ -291,16 +343,31 @@ def line_panels(panels: Sequence[Mapping], *, nrows: int = 1, figsize: tuple[flo
     own keywords win. Returns the finished figure.
     """
     if not panels or len(panels) % nrows:
-        raise ValueError(f"line_panels: {len(panels)} panels do not fill {nrows} rows; give a multiple of nrows.")
-    fig, axes = new_figure(nrows, len(panels) // nrows, figsize=figsize, sharey=sharey, squeeze=False)
+        raise ValueError(
+            f"line_panels: {len(panels)} panels do not fill {nrows} rows; give a multiple of nrows."
+        )
+    fig, axes = new_figure(
+        nrows, len(panels) // nrows, figsize=figsize, sharey=sharey, squeeze=False
+    )
     for ax, panel in zip(axes.ravel(), panels):
         line_plot(ax=ax, **{**common, **panel})
     return finish_figure(fig)
 
 
-def vector_plot(vectors: Sequence[tuple], *, lim=1.4, arrows: bool = True, points: bool = False,
-                faded: Sequence[tuple] = (), unit_circle: bool = False, title: str | None = None,
-                xlabel: str = "", ylabel: str = "", ax=None, figsize: tuple[float, float] = (4.4, 4.2)):
+def vector_plot(
+    vectors: Sequence[tuple],
+    *,
+    lim=1.4,
+    arrows: bool = True,
+    points: bool = False,
+    faded: Sequence[tuple] = (),
+    unit_circle: bool = False,
+    title: str | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    ax=None,
+    figsize: tuple[float, float] = (4.4, 4.2),
+):
     """2-D vectors drawn from the origin (arrows) and/or as labelled points.
 
     vectors: (label, xy, colour) triples; xy is a length-2 sequence, array or tensor and the
@@ -320,16 +387,30 @@ def vector_plot(vectors: Sequence[tuple], *, lim=1.4, arrows: bool = True, point
     ax.axhline(0, color="#cccccc", lw=0.8)
     ax.axvline(0, color="#cccccc", lw=0.8)
     for xy, color in faded:
-        ax.annotate("", xy=_to_numpy(xy), xytext=(0, 0),
-                    arrowprops=dict(arrowstyle="->", color=color, lw=1.5, ls="--", alpha=0.5))
+        ax.annotate(
+            "",
+            xy=_to_numpy(xy),
+            xytext=(0, 0),
+            arrowprops=dict(arrowstyle="->", color=color, lw=1.5, ls="--", alpha=0.5),
+        )
     for label, xy, color in vectors:
         v = _to_numpy(xy)
         if v.shape != (2,):
-            raise ValueError(f"vector_plot: vector {label!r} has shape {v.shape}; give two coordinates.")
+            raise ValueError(
+                f"vector_plot: vector {label!r} has shape {v.shape}; give two coordinates."
+            )
         if arrows:
-            ax.annotate("", xy=v, xytext=(0, 0),
-                        arrowprops=dict(arrowstyle="->", color=color, lw=2.5 if not points else 1.2,
-                                        alpha=1.0 if not points else 0.6))
+            ax.annotate(
+                "",
+                xy=v,
+                xytext=(0, 0),
+                arrowprops=dict(
+                    arrowstyle="->",
+                    color=color,
+                    lw=2.5 if not points else 1.2,
+                    alpha=1.0 if not points else 0.6,
+                ),
+            )
         if points:
             ax.plot(v[0], v[1], "o", color=color)
         if label:
@@ -346,10 +427,19 @@ def vector_plot(vectors: Sequence[tuple], *, lim=1.4, arrows: bool = True, point
     return ax if fig is None else finish_figure(fig)
 
 
-def matrix_panels(matrices: Sequence, titles: Sequence[str], *, labels: Sequence[str] | None = None,
-                  xlabel: str = "key", ylabel: str = "query", vmax: float = 1.0,
-                  cell_lines: bool = False, colorbar: bool = False,
-                  figsize: tuple[float, float] = (9.0, 3.2), width_ratios: Sequence[float] | None = None):
+def matrix_panels(
+    matrices: Sequence,
+    titles: Sequence[str],
+    *,
+    labels: Sequence[str] | None = None,
+    xlabel: str = "key",
+    ylabel: str = "query",
+    vmax: float = 1.0,
+    cell_lines: bool = False,
+    colorbar: bool = False,
+    figsize: tuple[float, float] = (9.0, 3.2),
+    width_ratios: Sequence[float] | None = None,
+):
     """Side-by-side heatmaps of 0-to-1 matrices (attention weights, masks), in blues.
 
     matrices: one (T_q, T_k) array, tensor or boolean mask per panel; titles: one per panel.
@@ -359,9 +449,17 @@ def matrix_panels(matrices: Sequence, titles: Sequence[str], *, labels: Sequence
     panel, or on every panel when they have no tick labels. Returns the finished figure.
     """
     if len(matrices) != len(titles):
-        raise ValueError(f"matrix_panels: {len(matrices)} matrices but {len(titles)} titles; give one title each.")
-    fig, axes = new_figure(1, len(matrices), figsize=figsize, squeeze=False,
-                           gridspec_kw=None if width_ratios is None else {"width_ratios": list(width_ratios)})
+        raise ValueError(
+            f"matrix_panels: {len(matrices)} matrices but {len(titles)} titles; give one title "
+            "each."
+        )
+    fig, axes = new_figure(
+        1,
+        len(matrices),
+        figsize=figsize,
+        squeeze=False,
+        gridspec_kw=None if width_ratios is None else {"width_ratios": list(width_ratios)},
+    )
     axes = axes[0]
     for i, (ax, m, title) in enumerate(zip(axes, matrices, titles)):
         w = _to_numpy(m)
@@ -387,7 +485,6 @@ def matrix_panels(matrices: Sequence, titles: Sequence[str], *, labels: Sequence
     if colorbar:
         fig.colorbar(im, ax=axes[-1], fraction=0.046, pad=0.04)
     return finish_figure(fig)
-
 
 
 def loglog_plot(curves: Mapping, **kw):
@@ -511,8 +608,10 @@ def narrow_layout(fig, narrow=None, width: float = NARROW_WIDTH):
     w, h = fig.get_size_inches()
     row_h = max(h / rows, 2.0 if c == 1 else 1.6)
     if all(ax.get_aspect() != "auto" for ax in panels):  # pictures: no taller than they need
-        ratio = max(ax.get_aspect() * abs(np.subtract(*ax.get_ylim())) / abs(np.subtract(*ax.get_xlim()))
-                    for ax in panels)
+        ratio = max(
+            ax.get_aspect() * abs(np.subtract(*ax.get_ylim())) / abs(np.subtract(*ax.get_xlim()))
+            for ax in panels
+        )
         row_h = min(row_h, max(1.2, ratio * 0.8 * width / c + 1.0))
     copy.set_size_inches(width, row_h * r)
     grid = GridSpec(r, c, figure=copy)
@@ -537,6 +636,7 @@ def narrow_layout(fig, narrow=None, width: float = NARROW_WIDTH):
 def _tick_points(fig) -> float:
     """The smallest font size (points) of the figure's visible tick labels, or of its titles
     and axis labels when no panel has tick labels (pictures)."""
+
     def sizes(texts):
         return [t.get_fontsize() for t in texts if t.get_visible() and t.get_text()]
 
@@ -557,5 +657,11 @@ def narrow_bundle(fig) -> dict | None:
     buf = io.StringIO()
     narrow.savefig(buf, format="svg", bbox_inches="tight")
     panels, geometry = _panels(narrow)
-    return {NARROW_MIME: {"svg": buf.getvalue(), "panels": len(panels), "grid": list(geometry),
-                          "tick_pt": _tick_points(narrow)}}
+    return {
+        NARROW_MIME: {
+            "svg": buf.getvalue(),
+            "panels": len(panels),
+            "grid": list(geometry),
+            "tick_pt": _tick_points(narrow),
+        }
+    }

@@ -4,6 +4,7 @@ Raw differences such as ``3.5e-17`` change with the thread count and the machine
 ("yes" / "NO") within a stated tolerance does not, so the printed output of a chapter is
 identical on every run.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,12 +19,12 @@ ROUND_OFF = {torch.float64: (1e-10, 1e-12), torch.float32: (1e-5, 1e-8)}
 
 
 def verdict(ok: bool) -> str:
-    """"yes" or "NO" (capitals, so a failure stands out in printed output)."""
+    """ "yes" or "NO" (capitals, so a failure stands out in printed output)."""
     return "yes" if bool(ok) else "NO"
 
 
 def agrees(ours, reference, *, rtol: float | None = None, atol: float | None = None) -> str:
-    """"yes" when ``ours`` equals ``reference`` within tolerance, else "NO".
+    """ "yes" when ``ours`` equals ``reference`` within tolerance, else "NO".
 
     ours, reference: tensors of the same shape (or Python numbers). By default the tolerance
     is the round-off of the dtype (``ROUND_OFF``: rtol 1e-10, atol 1e-12 for float64; torch's
@@ -31,13 +32,27 @@ def agrees(ours, reference, *, rtol: float | None = None, atol: float | None = N
     """
     if not torch.is_tensor(ours) and not torch.is_tensor(reference):
         r, a = ROUND_OFF[torch.float32]
-        return verdict(math.isclose(ours, reference, rel_tol=rtol if rtol is not None else r,
-                                    abs_tol=atol if atol is not None else a))
+        return verdict(
+            math.isclose(
+                ours,
+                reference,
+                rel_tol=rtol if rtol is not None else r,
+                abs_tol=atol if atol is not None else a,
+            )
+        )
     ours, reference = torch.as_tensor(ours), torch.as_tensor(reference)
     if ours.shape != reference.shape:
-        raise ValueError(f"agrees: shapes {tuple(ours.shape)} and {tuple(reference.shape)} differ; "
-                         "compare tensors of the same shape.")
+        raise ValueError(
+            f"agrees: shapes {tuple(ours.shape)} and {tuple(reference.shape)} differ; "
+            "compare tensors of the same shape."
+        )
     dtype = torch.promote_types(ours.dtype, reference.dtype)
     r, a = ROUND_OFF.get(dtype, ROUND_OFF[torch.float32])
-    return verdict(torch.allclose(ours.to(dtype), reference.to(dtype),
-                                  rtol=r if rtol is None else rtol, atol=a if atol is None else atol))
+    return verdict(
+        torch.allclose(
+            ours.to(dtype),
+            reference.to(dtype),
+            rtol=r if rtol is None else rtol,
+            atol=a if atol is None else atol,
+        )
+    )

@@ -1,0 +1,35 @@
+(function () {
+  var root = document.getElementById(%(id)s);
+  var spec = %(spec)s;
+  var opts = {actions: false, renderer: "svg",
+              bind: root.querySelector(".course-vega-controls")};
+  function embed(vegaEmbed) {
+    vegaEmbed(root.querySelector(".course-vega-view"), spec, opts).then(function (result) {
+      root.courseVegaView = result.view;  // the live view (read by the browser tests)
+      root.setAttribute("data-ready", "true");
+    }).catch(function (err) {
+      root.querySelector(".course-vega-view").textContent = "The explorer failed to load: " + err;
+    });
+  }
+  function start() {
+    if (window.vegaEmbed) return embed(window.vegaEmbed);  // the site serves the libraries
+    // A live notebook (Jupyter, Colab): load them from a CDN.
+    var cdn = "https://cdn.jsdelivr.net/npm/", libs = %(libs)s;
+    if (typeof define === "function" && define.amd && window.require) {  // RequireJS page
+      var paths = {};
+      libs.forEach(function (lib) { paths[lib.split("@")[0]] = cdn + lib + "?noext"; });
+      window.require.config({paths: paths});
+      return window.require(["vega-embed"], embed);
+    }
+    var i = 0;
+    (function next() {
+      if (i === libs.length) return embed(window.vegaEmbed);
+      var s = document.createElement("script");
+      s.src = cdn + libs[i++];
+      s.onload = next;
+      document.head.appendChild(s);
+    })();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
