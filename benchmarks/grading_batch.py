@@ -1,6 +1,7 @@
 """Benchmark: grading a class with ``course-grade --batch``, sandboxed and unsandboxed.
 
-    python benchmarks/grading_batch.py                          # 200 submissions, both modes (about 30 min on 2 cores)
+    python benchmarks/grading_batch.py                          # 200 submissions, both modes
+    (about 30 min on 2 cores)
     python benchmarks/grading_batch.py --n 12 --modes sandbox   # a quick smoke run
     python benchmarks/grading_batch.py --n 40 --modes sandbox --baseline 218c10a  # before/after
 
@@ -15,6 +16,7 @@ submissions, and the correct ones only), statuses, and the two invariants: exact
 gradebook row per submission, and the canary file outside untouched (the latter is expected to
 fail unsandboxed: that is what the sandbox is for). ``--json PATH`` also writes the numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +39,9 @@ sys.path.insert(0, str(ROOT))
 
 from tools.exercises import SOLUTIONS, load_spec, make_submission  # noqa: E402
 
-CYCLE = (["correct"] * 8 + ["wrong"] * 5 + ["untouched"] * 2 + ["crash"] * 2 + ["hostile"] * 3)  # 20 per cycle
+CYCLE = (
+    ["correct"] * 8 + ["wrong"] * 5 + ["untouched"] * 2 + ["crash"] * 2 + ["hostile"] * 3
+)  # 20 per cycle
 CRASHES = ("os_exit", "exception", "sys_exit", "memory", "loop")
 HOSTILE = ("delete_outside", "fork_bomb", "read_neighbour", "fill_disk", "kill_parent", "network")
 
@@ -56,14 +60,20 @@ def _hostile(kind: str, canary: Path, neighbour: Path) -> str:
     opener = 'getattr(os, "op" + "en")'
     body = {
         "delete_outside": f'os.remove("{canary}")',
-        "fork_bomb": 'for _i in range(10000):\n    if getattr(os, "fo" + "rk")() == 0:\n        os._exit(0)',
+        "fork_bomb": 'for _i in range(10000):\n    if getattr(os, "fo" + "rk")() == 0:\n        '
+        'os._exit(0)',
         "read_neighbour": f'os.read({opener}("{neighbour}", os.O_RDONLY), 100)',
-        "fill_disk": f'_fd = {opener}("fill.bin", os.O_CREAT | os.O_WRONLY)\nwhile True:\n    os.write(_fd, bytes(1 << 20))',
+        "fill_disk": f'_fd = {opener}("fill.bin", os.O_CREAT | os.O_WRONLY)\nwhile True:\n    '
+        'os.write(_fd, bytes(1 << 20))',
         "kill_parent": "os.kill(os.getppid(), 9)",
-        "network": 'getattr(sys, "mod" + "ules")["socket"].create_connection(("127.0.0.1", 9), timeout=2)',
+        "network": 'getattr(sys, "mod" + "ules")["socket"].create_connection(("127.0.0.1", 9), '
+        'timeout=2)',
     }[kind]
-    return ("import os, sys\ntry:\n" + "".join(f"    {l}\n" for l in body.splitlines())
-            + "except Exception as _e:\n    print('refused:', type(_e).__name__)\n")
+    return (
+        "import os, sys\ntry:\n"
+        + "".join(f"    {line}\n" for line in body.splitlines())
+        + "except Exception as _e:\n    print('refused:', type(_e).__name__)\n"
+    )
 
 
 def make_class(folder: Path, n: int, stems: list[str], canary: Path) -> Counter:
@@ -77,7 +87,9 @@ def make_class(folder: Path, n: int, stems: list[str], canary: Path) -> Counter:
         names = [ex.name for ex in spec.exercises]
         kind = CYCLE[i % len(CYCLE)]
         first = names[i % len(names)]  # the exercise that gets the wrong/crashing/hostile answer
-        src = next(c.source for c in sol.cells if c.get("id") == f"{first.replace('_', '-')}-answer")
+        src = next(
+            c.source for c in sol.cells if c.get("id") == f"{first.replace('_', '-')}-answer"
+        )
         choose = {name: "solution" for name in names}
         if kind == "wrong":
             ex = spec.exercise(first)
@@ -104,8 +116,17 @@ def make_class(folder: Path, n: int, stems: list[str], canary: Path) -> Counter:
 def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path = ROOT) -> dict:
     """One ``--batch`` run of the grader in ``tree`` (this checkout, or a baseline's worktree)."""
     canary.write_text("canary\n")
-    cmd = [sys.executable, "-m", "course_lib.grading.grade", "--batch", str(folder), "--out", str(out),
-           "--time-limit", str(args.time_limit)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "course_lib.grading.grade",
+        "--batch",
+        str(folder),
+        "--out",
+        str(out),
+        "--time-limit",
+        str(args.time_limit),
+    ]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     if args.workers:
         cmd += ["--workers", str(args.workers)]
@@ -115,13 +136,19 @@ def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path 
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
     wall = time.monotonic() - t0
-    rows = list(csv.DictReader(open(out / "gradebook.csv"))) if (out / "gradebook.csv").exists() else []
+    rows = (
+        list(csv.DictReader(open(out / "gradebook.csv")))
+        if (out / "gradebook.csv").exists()
+        else []
+    )
     subs = sorted(p.name for p in folder.glob("*.ipynb"))
     reports = [json.loads(p.read_text()) for p in out.glob("*.grade.json")]
     secs = [r["seconds"] for r in reports if "seconds" in r]
     correct = [r["seconds"] for r in reports if "seconds" in r and r.get("all_passed")]
     return {
-        "mode": mode, "exit_code": proc.returncode, "wall_s": round(wall, 1),
+        "mode": mode,
+        "exit_code": proc.returncode,
+        "wall_s": round(wall, 1),
         "per_minute": round(60 * len(subs) / wall, 2),
         "per_notebook_mean_s": round(statistics.mean(secs), 1) if secs else None,
         "per_notebook_median_s": round(statistics.median(secs), 1) if secs else None,
@@ -130,7 +157,8 @@ def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path 
         "one_row_each": sorted(Path(r["submission"]).name for r in rows) == subs,
         "canary_intact": canary.exists() and canary.read_text() == "canary\n",
         "sandbox_column": dict(Counter(r.get("sandbox", "") for r in rows)),
-        "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2),
+        "load_before": round(load0, 2),
+        "load_after": round(os.getloadavg()[0], 2),
         "tail": proc.stdout.strip().splitlines()[-1:] + proc.stderr.strip().splitlines()[-2:],
     }
 
@@ -138,13 +166,21 @@ def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=200, help="submissions in the class")
-    ap.add_argument("--modes", default="sandbox,unsandboxed", help="comma-separated: sandbox, unsandboxed")
-    ap.add_argument("--stems", default="01,02,03,04,05,06,07,08", help="notebook number prefixes to use")
+    ap.add_argument(
+        "--modes", default="sandbox,unsandboxed", help="comma-separated: sandbox, unsandboxed"
+    )
+    ap.add_argument(
+        "--stems", default="01,02,03,04,05,06,07,08", help="notebook number prefixes to use"
+    )
     ap.add_argument("--time-limit", type=float, default=20.0, help="seconds per exercise")
     ap.add_argument("--workers", type=int, default=None, help="parallel gradings (default: cores)")
     ap.add_argument("--json", metavar="PATH", help="also write the results here")
-    ap.add_argument("--baseline", metavar="REV", help="also grade the same class with the grader of git "
-                    "revision REV (a temporary worktree), sandboxed, first: before/after side by side")
+    ap.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also grade the same class with the grader of git "
+        "revision REV (a temporary worktree), sandboxed, first: before/after side by side",
+    )
     args = ap.parse_args(argv)
     prefixes = args.stems.split(",")
     stems = sorted(p.stem for p in SOLUTIONS.glob("*.ipynb") if p.stem.split("_")[0] in prefixes)
@@ -153,31 +189,70 @@ def main(argv=None) -> int:
     folder.mkdir()
     canary.parent.mkdir()
     kinds = make_class(folder, args.n, stems, canary)
-    print(f"{args.n} submissions of {len(stems)} notebooks in {folder}: "
-          + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+    print(
+        f"{args.n} submissions of {len(stems)} notebooks in {folder}: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+    )
     results = []
     runs = [(m, ROOT) for m in args.modes.split(",")]
     if args.baseline:
         tree = base / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), args.baseline], cwd=ROOT, check=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", "-q", str(tree), args.baseline],
+            cwd=ROOT,
+            check=True,
+        )
         runs.insert(0, (f"sandbox@{args.baseline}", tree))
     for mode, tree in runs:
         res = run_mode(mode.split("@")[0], folder, base / f"grades-{mode}", canary, args, tree)
         res["mode"] = mode
         results.append(res)
-        print(f"  {mode}: {res['wall_s']} s, {res['per_minute']} submissions/min, exit {res['exit_code']}", flush=True)
-    print(f"\nmachine: {os.cpu_count()} cores, {platform.machine()}; load average before/after each run below")
-    head = ("mode", "wall s", "subs/min", "s/notebook mean", "median", "correct median", "one row each",
-            "canary intact", "statuses", "load")
+        print(
+            f"  {mode}: {res['wall_s']} s, {res['per_minute']} submissions/min, exit "
+            f"{res['exit_code']}",
+            flush=True,
+        )
+    print(
+        f"\nmachine: {os.cpu_count()} cores, {platform.machine()}; load average before/after each "
+        "run below"
+    )
+    head = (
+        "mode",
+        "wall s",
+        "subs/min",
+        "s/notebook mean",
+        "median",
+        "correct median",
+        "one row each",
+        "canary intact",
+        "statuses",
+        "load",
+    )
     print(" | ".join(head))
     for r in results:
-        print(" | ".join(str(x) for x in (r["mode"], r["wall_s"], r["per_minute"], r["per_notebook_mean_s"],
-                                         r["per_notebook_median_s"], r["correct_notebook_median_s"], r["one_row_each"],
-                                         r["canary_intact"], r["statuses"], f"{r['load_before']}->{r['load_after']}")))
+        print(
+            " | ".join(
+                str(x)
+                for x in (
+                    r["mode"],
+                    r["wall_s"],
+                    r["per_minute"],
+                    r["per_notebook_mean_s"],
+                    r["per_notebook_median_s"],
+                    r["correct_notebook_median_s"],
+                    r["one_row_each"],
+                    r["canary_intact"],
+                    r["statuses"],
+                    f"{r['load_before']}->{r['load_after']}",
+                )
+            )
+        )
     if args.baseline:
         subprocess.run(["git", "worktree", "remove", "--force", str(base / "baseline")], cwd=ROOT)
     if args.json:
-        Path(args.json).write_text(json.dumps({"n": args.n, "kinds": kinds, "results": results}, indent=1) + "\n")
+        Path(args.json).write_text(
+            json.dumps({"n": args.n, "kinds": kinds, "results": results}, indent=1) + "\n"
+        )
     return 0 if all(r["one_row_each"] for r in results) else 1
 
 

@@ -3,10 +3,12 @@ known-wrong answer (kept in the solution's metadata) loses exactly the checks it
 verdicts do not depend on the thread count, the solutions pass ``pytest --nbval`` (their stored
 outputs are not stale), and ``exercises/`` equals regenerating it.
 
-All gradings run in two ``grade_batch`` calls (one grading per core at a time): variant k of a notebook
+All gradings run in two ``grade_batch`` calls (one grading per core at a time): variant k of a
+notebook
 puts the k-th known-wrong answer of every exercise into one submission, which is possible
 because each exercise's checks call only that exercise's functions.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,11 +20,18 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools.exercises import (EXERCISES, SOLUTIONS, load_spec, main as exercises_main, make_exercise,
-                                  make_submission, validate)
 from course_lib.grading.grade import grade_batch
-
 from tools import ROOT
+from tools.exercises import (
+    EXERCISES,
+    SOLUTIONS,
+    load_spec,
+    make_exercise,
+    make_submission,
+    validate,
+)
+from tools.exercises import main as exercises_main
+
 STEMS = sorted(p.stem for p in SOLUTIONS.glob("*.ipynb"))
 TIME_LIMIT = 60.0
 
@@ -68,17 +77,21 @@ def graded(tmp_path_factory):
         for (stem, variant), nb in subs.items():
             _write(nb, folder / f"{stem}__{variant}.ipynb")
         t0 = time.monotonic()
-        for rep in grade_batch(folder, base / f"out{threads}", time_limit=TIME_LIMIT, threads=threads):
+        for rep in grade_batch(
+            folder, base / f"out{threads}", time_limit=TIME_LIMIT, threads=threads
+        ):
             stem, variant = Path(rep["submission"]).stem.split("__")
             reports[(threads, stem, variant)] = rep
         timing[threads] = time.monotonic() - t0
     per_notebook: dict[str, list[float]] = {}
-    for (threads, stem, variant), rep in reports.items():
+    for (_threads, stem, _variant), rep in reports.items():
         per_notebook.setdefault(stem, []).append(rep.get("seconds", 0))
-    summary = {"batch_wall_seconds": {t: round(v, 1) for t, v in timing.items()},
-               "gradings": len(reports),
-               "mean_seconds_per_grading": {s: round(sum(v) / len(v), 1) for s, v in per_notebook.items()},
-               "solution_seconds": {s: reports[(2, s, "solution")].get("seconds") for s in STEMS}}
+    summary = {
+        "batch_wall_seconds": {t: round(v, 1) for t, v in timing.items()},
+        "gradings": len(reports),
+        "mean_seconds_per_grading": {s: round(sum(v) / len(v), 1) for s, v in per_notebook.items()},
+        "solution_seconds": {s: reports[(2, s, "solution")].get("seconds") for s in STEMS},
+    }
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
     (out / "exercise-grading-times.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -97,7 +110,9 @@ def test_solution_scores_full_marks(graded, stem):
     rep = graded[(2, stem, "solution")]
     assert rep["status"] == "graded", rep
     assert rep["all_passed"] and rep["score"] == rep["max_score"], [
-        (e["name"], e["status"], e["messages"], [c for c in e["checks"] if not c["passed"]]) for e in rep["exercises"]]
+        (e["name"], e["status"], e["messages"], [c for c in e["checks"] if not c["passed"]])
+        for e in rep["exercises"]
+    ]
 
 
 @pytest.mark.slow
@@ -123,7 +138,9 @@ def test_known_wrong_answers_lose_exactly_their_checks(graded, stem):
             if k < len(ex.wrong):
                 w = ex.wrong[k]
                 want = names if w["fails"] == "all" else set(w["fails"])
-                assert failed == want, f"{stem}/{ex.name}: wrong answer {w['why']!r} failed {failed}, expected {want}"
+                assert failed == want, (
+                    f"{stem}/{ex.name}: wrong answer {w['why']!r} failed {failed}, expected {want}"
+                )
                 for c in got["checks"]:
                     if not c["passed"]:
                         assert c["detail"] and c["hint"], c
@@ -136,7 +153,9 @@ def test_every_exercise_has_a_trivial_stub_failing_every_check():
     for stem in STEMS:
         spec = load_spec(_solution(stem), stem)
         for ex in spec.exercises:
-            assert any(w["fails"] == "all" and w["why"].startswith("trivial stub") for w in ex.wrong), (stem, ex.name)
+            assert any(
+                w["fails"] == "all" and w["why"].startswith("trivial stub") for w in ex.wrong
+            ), (stem, ex.name)
 
 
 @pytest.mark.slow
@@ -145,7 +164,9 @@ def test_verdicts_do_not_depend_on_thread_count(graded, stem):
     spec = load_spec(_solution(stem), stem)
     for variant in ("mixed",):
         one, two = graded[(1, stem, variant)], graded[(2, stem, _mixed(spec))]
-        assert [e["checks"] for e in one["exercises"]] == [e["checks"] for e in two["exercises"]], variant
+        assert [e["checks"] for e in one["exercises"]] == [e["checks"] for e in two["exercises"]], (
+            variant
+        )
 
 
 @pytest.mark.slow
@@ -154,9 +175,23 @@ def test_solutions_pass_nbval():
     the outputs were stored with 1)."""
     env = {**__import__("os").environ, "OMP_NUM_THREADS": "2"}
     env.pop("COURSE_LIB_SOURCE", None)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
-                           "--nbval-current-env", *[f"solutions/{s}.ipynb" for s in STEMS]],
-                          cwd=ROOT, capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--nbval",
+            "--nbval-current-env",
+            *[f"solutions/{s}.ipynb" for s in STEMS],
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-6000:]
 
 
@@ -191,13 +226,19 @@ def test_exercise_notebooks_have_no_solutions_and_locked_trusted_cells():
                     assert c.metadata["editable"] is False and c.metadata["deletable"] is False
                     assert c.source == next(s.source for s in sol.cells if s.id == c.id)
                 if r == "answer":
-                    assert "NotImplementedError(\"TODO" in c.source and c.source.startswith("# EXERCISE ")
+                    assert "NotImplementedError(\"TODO" in c.source and c.source.startswith(
+                        "# EXERCISE "
+                    )
 
 
 def test_colab_cell_matches_chapter_one():
     import jupytext
 
-    want = next(c for c in jupytext.read(ROOT / "book" / "01_why_transformers.md").cells if c.cell_type == "code")
+    want = next(
+        c
+        for c in jupytext.read(ROOT / "book" / "01_why_transformers.md").cells
+        if c.cell_type == "code"
+    )
     for folder in (SOLUTIONS, EXERCISES):
         for stem in STEMS:
             nb = nbformat.read(folder / f"{stem}.ipynb", as_version=4)

@@ -5,6 +5,7 @@ set-up cells, so that a change to the set-up cannot leave the statements wrong.
 Fast: it runs only the two set-up cells (no kernel, no grading); tests/test_exercises.py grades
 the notebook.
 """
+
 from __future__ import annotations
 
 import nbformat
@@ -51,7 +52,10 @@ def test_batch_statement(ns):
     # "... the mean gradient's second row is the sum of the other two examples' second rows / 3"
     W = W_O.clone().requires_grad_()
     (g,) = torch.autograd.grad(F.cross_entropy(H @ W, t), W)
-    rows = [torch.autograd.grad(F.cross_entropy((H[i] @ W)[None], t[i:i + 1]), W)[0][1] for i in (0, 2)]
+    rows = [
+        torch.autograd.grad(F.cross_entropy((H[i] @ W)[None], t[i : i + 1]), W)[0][1]
+        for i in (0, 2)
+    ]
     assert torch.allclose(g[1], (rows[0] + rows[1]) / 3, atol=1e-15)
     # "about ln 4 here": the mean loss of the tiny initial W_O
     loss = float(F.cross_entropy(H @ W_O, t))
@@ -84,8 +88,10 @@ def test_layer_norm_statement(ns):
     mean, var = float(x.mean()), float(((x - x.mean()) ** 2).mean())
     assert f"x = [{_f(float(x[0]), 2)}, {_f(float(x[1]), 2)}]" in text
     assert f"μ = {_f(mean, 2)}" in text and f"the row mean ({_f(mean, 2)})" in text
-    assert f"σ² = {_f(var ** 0.5, 2)}² = {_f(var, 4)}" in text and f"deviations: {_f(var, 4)}" in text
+    assert f"σ² = {_f(var**0.5, 2)}² = {_f(var, 4)}" in text and f"deviations: {_f(var, 4)}" in text
     assert abs(var - round(var, 4)) < 1e-12  # 0.2601 is exact, not a rounding
     y = F.layer_norm(x, (2,), eps=eps)
-    assert torch.allclose(y, torch.tensor([1.0, -1.0], dtype=y.dtype), atol=1e-4) and "[1, −1]" in text
+    assert (
+        torch.allclose(y, torch.tensor([1.0, -1.0], dtype=y.dtype), atol=1e-4) and "[1, −1]" in text
+    )
     assert eps == 1e-5 and "= 1e-5" in text

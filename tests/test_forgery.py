@@ -9,13 +9,16 @@ its exercise.
 
 Fast: the plain-data codec (``wire``) and the check helpers' modes. Slow: the hostile batch.
 """
+
 from __future__ import annotations
 
 import nbformat
 import pytest
 import torch
 
-from course_lib.grading import checks, grade as grading, sandbox as sandboxing, wire
+from course_lib.grading import checks, wire
+from course_lib.grading import grade as grading
+from course_lib.grading import sandbox as sandboxing
 from course_lib.grading.spec import load_spec, meta, role
 from tools.exercises import SOLUTIONS, make_exercise, make_submission
 
@@ -25,12 +28,22 @@ S1, S2, S8 = "01_why_transformers", "02_matrix_core", "08_training"
 
 # --------------------------------------------------------------------------- the codec
 def test_wire_round_trips_plain_data():
-    value = {"a": [1, 2.5, float("inf"), True, None, "x"], 3: (torch.arange(6, dtype=torch.int64).reshape(2, 3),),
-             ("p", 1): torch.Size([2, 3]), "d": torch.float16, "e": torch.empty(0, 4),
-             "b": torch.tensor([1.5, -2.0], dtype=torch.bfloat16), "m": torch.tensor([True, False])}
+    value = {
+        "a": [1, 2.5, float("inf"), True, None, "x"],
+        3: (torch.arange(6, dtype=torch.int64).reshape(2, 3),),
+        ("p", 1): torch.Size([2, 3]),
+        "d": torch.float16,
+        "e": torch.empty(0, 4),
+        "b": torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+        "m": torch.tensor([True, False]),
+    }
     back = wire.loads(wire.dumps(value))
     assert back.keys() == value.keys()
-    assert back["a"] == value["a"] and back["d"] == torch.float16 and back[("p", 1)] == torch.Size([2, 3])
+    assert (
+        back["a"] == value["a"]
+        and back["d"] == torch.float16
+        and back[("p", 1)] == torch.Size([2, 3])
+    )
     for k in (3,):
         assert torch.equal(back[k][0], value[k][0]) and isinstance(back[k], tuple)
     for k in ("e", "b", "m"):
@@ -51,19 +64,27 @@ def test_wire_rebuilds_a_plain_tensor_from_a_lying_subclass():
     liar = torch.zeros(3).as_subclass(Liar)
     assert torch.allclose(liar, torch.ones(3))  # it lies in its own process...
     back = wire.loads(wire.dumps(liar))
-    assert type(back) is torch.Tensor and not torch.allclose(back, torch.ones(3))  # ...not after the trip
+    assert type(back) is torch.Tensor and not torch.allclose(
+        back, torch.ones(3)
+    )  # ...not after the trip
 
 
-@pytest.mark.parametrize("data, why", [
-    ({"t": "tensor", "dtype": "float32", "shape": [2], "data": "AAAA"}, "bytes"),  # 3 bytes for 8
-    ({"t": "tensor", "dtype": "object", "shape": [1], "data": ""}, "dtype"),
-    ({"t": "tensor", "dtype": "float32", "shape": [-1], "data": ""}, "shape"),
-    ({"t": "tensor", "dtype": "float32", "shape": [1], "data": "!!!!"}, "base64"),
-    ({"t": "pickle", "v": "gASV"}, "tag"),
-    ({"t": "int", "v": "1e9"}, "integer"),
-    ({"t": "dict", "k": [{"t": "list", "v": []}], "v": [None]}, "key"),
-    ("bare string", "element"),
-])
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        (
+            {"t": "tensor", "dtype": "float32", "shape": [2], "data": "AAAA"},
+            "bytes",
+        ),  # 3 bytes for 8
+        ({"t": "tensor", "dtype": "object", "shape": [1], "data": ""}, "dtype"),
+        ({"t": "tensor", "dtype": "float32", "shape": [-1], "data": ""}, "shape"),
+        ({"t": "tensor", "dtype": "float32", "shape": [1], "data": "!!!!"}, "base64"),
+        ({"t": "pickle", "v": "gASV"}, "tag"),
+        ({"t": "int", "v": "1e9"}, "integer"),
+        ({"t": "dict", "k": [{"t": "list", "v": []}], "v": [None]}, "key"),
+        ("bare string", "element"),
+    ],
+)
 def test_wire_refuses_anything_else(data, why):
     with pytest.raises(wire.WireError, match=why):
         wire.decode(data)
@@ -80,7 +101,9 @@ def test_wire_refuses_deep_nesting_and_objects():
     with pytest.raises(wire.Unsendable):
         wire.encode(lambda: 0)
     with pytest.raises(wire.Unsendable, match="MB of tensor data"):
-        wire.encode([torch.zeros(wire.MAX_VALUE_BYTES // 8), torch.zeros(wire.MAX_VALUE_BYTES // 8 + 1)])
+        wire.encode(
+            [torch.zeros(wire.MAX_VALUE_BYTES // 8), torch.zeros(wire.MAX_VALUE_BYTES // 8 + 1)]
+        )
 
 
 # --------------------------------------------------------------------------- the modes
@@ -97,13 +120,19 @@ def test_student_mode_records_plain_outcomes_and_prints_nothing(mode, capsys):
     mode("student")
     checks.begin_cell("c1")
     checks.check_close("ok", lambda: torch.ones(2), torch.ones(2), hint="h")
-    checks.check_close("stub", lambda: (_ for _ in ()).throw(NotImplementedError()), torch.ones(2), hint="h")
+    checks.check_close(
+        "stub", lambda: (_ for _ in ()).throw(NotImplementedError()), torch.ones(2), hint="h"
+    )
     checks.check_raises("raises", lambda: int("x"), ValueError, hint="h")
     checks.check_true("object", lambda: torch.nn.Linear(1, 1), bool, hint="h")
     res = checks.take_results()
     assert capsys.readouterr().out == ""
-    assert [(r["cell"], r["index"], r["name"]) for r in res] == [("c1", 0, "ok"), ("c1", 1, "stub"),
-                                                                 ("c1", 2, "raises"), ("c1", 3, "object")]
+    assert [(r["cell"], r["index"], r["name"]) for r in res] == [
+        ("c1", 0, "ok"),
+        ("c1", 1, "stub"),
+        ("c1", 2, "raises"),
+        ("c1", 3, "object"),
+    ]
     assert torch.equal(wire.decode(res[0]["value"]), torch.ones(2)) and res[0]["error"] is None
     assert "not implemented" in res[1]["error"] and "ValueError" in res[2]["raised"]
     assert "cannot compare" in res[3]["error"]
@@ -123,7 +152,11 @@ def test_checker_mode_judges_only_what_came_back_and_never_calls_the_student(mod
     checks.check_close("missing", lambda: called.append(1), torch.ones(2), hint="h")
     v = checks.take_verdicts()
     assert called == []
-    assert [(x["name"], x["passed"]) for x in v] == [("right", True), ("wrong", False), ("missing", False)]
+    assert [(x["name"], x["passed"]) for x in v] == [
+        ("right", True),
+        ("wrong", False),
+        ("missing", False),
+    ]
     assert "did not run" in v[2]["reason"]
     # an outcome recorded under another name (a reordered or forged record) does not count
     checks.begin_cell("c1", [dict(outcomes[0], name="other")])
@@ -140,8 +173,11 @@ def _stub_with_cell(stem, code: str, after: str | None = None):
     """The untouched exercise notebook with one extra code cell after an answer cell (the first
     by default): a student's own helper cell, counted with that exercise's answer."""
     nb = make_exercise(_sol(stem))
-    i = next(i for i, c in enumerate(nb.cells)
-             if role(c) == "answer" and (after is None or meta(c)["exercise"] == after))
+    i = next(
+        i
+        for i, c in enumerate(nb.cells)
+        if role(c) == "answer" and (after is None or meta(c)["exercise"] == after)
+    )
     cell = nbformat.v4.new_code_cell(code)
     cell.id = "student-extra"
     nb.cells.insert(i + 1, cell)
@@ -154,24 +190,33 @@ def _names(stem):
 
 def _forged_frames(stem):
     """Writes a 'results' message claiming a True value for every check on every descriptor."""
-    recs = [{"cell": c.cell_id, "index": i, "name": c.name, "error": None, "value": True}
-            for ex in load_spec(_sol(stem), stem).exercises for i, c in enumerate(ex.checks)]
-    return ("import os, json, struct\n"
-            f"_raw = json.dumps({{'results': {recs!r}, 'errors': []}}).encode()\n"
-            "_frame = struct.pack('!Q', len(_raw)) + _raw\n"
-            "for _fd in range(0, 64):\n"
-            "    try:\n        os.write(_fd, _frame)\n    except OSError:\n        pass\n")
+    recs = [
+        {"cell": c.cell_id, "index": i, "name": c.name, "error": None, "value": True}
+        for ex in load_spec(_sol(stem), stem).exercises
+        for i, c in enumerate(ex.checks)
+    ]
+    return (
+        "import os, json, struct\n"
+        f"_raw = json.dumps({{'results': {recs!r}, 'errors': []}}).encode()\n"
+        "_frame = struct.pack('!Q', len(_raw)) + _raw\n"
+        "for _fd in range(0, 64):\n"
+        "    try:\n        os.write(_fd, _frame)\n    except OSError:\n        pass\n"
+    )
 
 
 ATTACKS = {
     # rebinding the check helpers with an assignment expression (passes the answer lint)
-    "walrus": ("(check_close := lambda name, *a, **k: print('[PASS] ' + name))\n"
-               "(check_true := lambda name, *a, **k: print('[PASS] ' + name))\n"
-               "(check_equal := lambda name, *a, **k: print('[PASS] ' + name))\n"),
+    "walrus": (
+        "(check_close := lambda name, *a, **k: print('[PASS] ' + name))\n"
+        "(check_true := lambda name, *a, **k: print('[PASS] ' + name))\n"
+        "(check_equal := lambda name, *a, **k: print('[PASS] ' + name))\n"
+    ),
     # replacing the checks module's functions and its mode through sys.modules
-    "sys_modules": ("import sys\n_m = getattr(sys, 'mod' + 'ules')['course_lib.grading.checks']\n"
-                    "_m.set_mode('live')\n_m._check = lambda *a, **k: print('[PASS] forged')\n"
-                    "_m.check_close = _m.check_true = _m.check_equal = _m._check\n"),
+    "sys_modules": (
+        "import sys\n_m = getattr(sys, 'mod' + 'ules')['course_lib.grading.checks']\n"
+        "_m.set_mode('live')\n_m._check = lambda *a, **k: print('[PASS] forged')\n"
+        "_m.check_close = _m.check_true = _m.check_equal = _m._check\n"
+    ),
     # an IPython input transformer that empties every later cell
     "ipython": "get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])\n",
     # printing the verdicts, on Python's streams and the raw descriptor 1
@@ -179,19 +224,27 @@ ATTACKS = {
     # writing a fake outcomes message on every descriptor
     "fake_frames": None,
     # patching what a check compares with, in the student's process
-    "patch_torch": ("import sys\n_mods = getattr(sys, 'mod' + 'ules')\n"
-                    "for _n in ('allclose', 'equal', 'isclose'):\n"
-                    "    _mods['torch'].__setattr__(_n, lambda *a, **k: True)\n"
-                    "_mods['torch'].Tensor.__eq__ = lambda *a, **k: True\n"),
+    "patch_torch": (
+        "import sys\n_mods = getattr(sys, 'mod' + 'ules')\n"
+        "for _n in ('allclose', 'equal', 'isclose'):\n"
+        "    _mods['torch'].__setattr__(_n, lambda *a, **k: True)\n"
+        "_mods['torch'].Tensor.__eq__ = lambda *a, **k: True\n"
+    ),
     # stopping the zygote that forked this child, and the sandbox's init
-    "kill_parent": ("import os\nfor _p in (os.getppid(), 1):\n    try:\n        os.kill(_p, 9)\n"
-                    "    except OSError:\n        pass\n"),
+    "kill_parent": (
+        "import os\nfor _p in (os.getppid(), 1):\n    try:\n        os.kill(_p, 9)\n"
+        "    except OSError:\n        pass\n"
+    ),
 }
 
 
 def _print_pass(stem):
     lines = "\\n".join(f"[PASS] {n}" for n in _names(stem))
-    return f"import os, sys\nprint('{lines}')\ngetattr(sys, '__std' + 'out__').write('{lines}\\n')\nos.write(1, b'{lines}\\n')\n"
+    return (
+        f"import os, sys\nprint('{lines}')\n"
+        f"getattr(sys, '__std' + 'out__').write('{lines}\\n')\n"
+        f"os.write(1, b'{lines}\\n')\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -203,19 +256,25 @@ def hostile(tmp_path_factory):
         code = code or (_print_pass(S1) if name == "print_pass" else _forged_frames(S1))
         nbformat.write(_stub_with_cell(S1, code), subs / f"{name}.ipynb")
     # a wrong answer returning a tensor subclass that says it is close to anything
-    liar = ("class _Liar(torch.Tensor):\n"
-            "    @classmethod\n"
-            "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
-            "        if getattr(func, '__name__', '') in ('allclose', 'equal', 'isclose'):\n"
-            "            return True\n"
-            "        return super().__torch_function__(func, types, args, kwargs or {})\n\n"
-            "def matmul(a, b):\n    return torch.zeros(a.shape[0], b.shape[1]).as_subclass(_Liar)\n")
+    liar = (
+        "class _Liar(torch.Tensor):\n"
+        "    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        if getattr(func, '__name__', '') in ('allclose', 'equal', 'isclose'):\n"
+        "            return True\n"
+        "        return super().__torch_function__(func, types, args, kwargs or {})\n\n"
+        "def matmul(a, b):\n    return torch.zeros(a.shape[0], b.shape[1]).as_subclass(_Liar)\n"
+    )
     sol2 = _sol(S2)
     choose = {ex.name: "solution" for ex in load_spec(sol2, S2).exercises}
-    nbformat.write(make_submission(sol2, {**choose, "matmul": {"code": "# EXERCISE matmul:\n" + liar}}),
-                   subs / "liar.ipynb")
+    nbformat.write(
+        make_submission(sol2, {**choose, "matmul": {"code": "# EXERCISE matmul:\n" + liar}}),
+        subs / "liar.ipynb",
+    )
     # twenty helper cells of 0.9 s each after the first answer: over the 10 s budget together
-    nb = make_submission(_sol(S1), {ex.name: "solution" for ex in load_spec(_sol(S1), S1).exercises})
+    nb = make_submission(
+        _sol(S1), {ex.name: "solution" for ex in load_spec(_sol(S1), S1).exercises}
+    )
     i = next(i for i, c in enumerate(nb.cells) if role(c) == "answer")
     for k in range(20):
         cell = nbformat.v4.new_code_cell("import time\ntime.sleep(0.9)")
@@ -234,12 +293,16 @@ def hostile(tmp_path_factory):
         if role(c) == "answer":
             c.source += "\r# NBVAL_SKIP\n"
     nbformat.write(stub_marked, subs / "markers_stub.ipynb")
-    reports = {r["submission"].rsplit("/", 1)[-1].removesuffix(".ipynb"): r
-               for r in grading.grade_batch(subs, base / "grades", time_limit=10.0)}
+    reports = {
+        r["submission"].rsplit("/", 1)[-1].removesuffix(".ipynb"): r
+        for r in grading.grade_batch(subs, base / "grades", time_limit=10.0)
+    }
     return reports
 
 
-needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="no bubblewrap sandbox here (apt-get install bubblewrap)")
+needs_bwrap = pytest.mark.skipif(
+    not HAVE_BWRAP, reason="no bubblewrap sandbox here (apt-get install bubblewrap)"
+)
 
 
 def _ex(rep, name):
@@ -252,19 +315,25 @@ def _ex(rep, name):
 def test_a_stub_only_notebook_scores_zero_whatever_one_cell_does(hostile, attack):
     rep = hostile[attack]
     assert rep["status"] == "graded", rep
-    assert rep["score"] == 0, [(e["name"], e["points"], e["status"], e["messages"]) for e in rep["exercises"]]
+    assert rep["score"] == 0, [
+        (e["name"], e["points"], e["status"], e["messages"]) for e in rep["exercises"]
+    ]
     for e in rep["exercises"]:
         assert all(not c["passed"] for c in e["checks"]), e
 
 
 @needs_bwrap
 @pytest.mark.slow
-@pytest.mark.parametrize("attack", ["walrus", "sys_modules", "print_pass", "fake_frames", "patch_torch", "kill_parent"])
+@pytest.mark.parametrize(
+    "attack", ["walrus", "sys_modules", "print_pass", "fake_frames", "patch_torch", "kill_parent"]
+)
 def test_the_attack_really_ran_and_the_grading_went_on(hostile, attack):
     """These pass the answer lint: the exercises are graded (not rejected), and nothing of the
     attack stopped the other exercises from being graded in their own processes."""
     rep = hostile[attack]
-    assert {e["status"] for e in rep["exercises"]} == {"graded"}, [(e["name"], e["status"]) for e in rep["exercises"]]
+    assert {e["status"] for e in rep["exercises"]} == {"graded"}, [
+        (e["name"], e["status"]) for e in rep["exercises"]
+    ]
     assert all(c["detail"] and not c["passed"] for e in rep["exercises"] for c in e["checks"])
 
 

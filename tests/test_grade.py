@@ -2,6 +2,7 @@
 in one ``grade_batch`` run (which also tests the batch mode, its CSV gradebook and that one bad
 submission never stops the batch). Chapter 1's notebook is the victim: it is the cheapest.
 """
+
 from __future__ import annotations
 
 import copy
@@ -12,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools.exercises import SOLUTIONS, load_spec, make_submission
 from course_lib.grading.grade import grade_batch, main
+from tools.exercises import SOLUTIONS, load_spec, make_submission
 
 STEM = "01_why_transformers"
 SOL = SOLUTIONS / f"{STEM}.ipynb"
@@ -49,32 +50,55 @@ SEQ, PATH, RNN, ATT = "sequential_steps", "max_path_length", "rnn_forward", "sel
 def _submissions() -> dict[str, object]:
     subs = {}
     # an infinite loop at the top of an answer cell, and one inside a function the check calls
-    subs["loop"] = _all_solution(**{SEQ: _code("while True:\n    pass"),
-                                    PATH: _code("def max_path_length(T, layer):\n    while True:\n        T += 1")})
+    subs["loop"] = _all_solution(
+        **{
+            SEQ: _code("while True:\n    pass"),
+            PATH: _code("def max_path_length(T, layer):\n    while True:\n        T += 1"),
+        }
+    )
     # the kernel dies: os._exit inside the function a check calls; a segfault at the top of a cell
-    subs["os_exit"] = _all_solution(**{RNN: _code("import os\ndef rnn_forward(x, W, U):\n    os._exit(3)")})
+    subs["os_exit"] = _all_solution(
+        **{RNN: _code("import os\ndef rnn_forward(x, W, U):\n    os._exit(3)")}
+    )
     subs["segfault"] = _all_solution(**{PATH: _code("import os\nos.kill(os.getpid(), 11)")})
     # a loop in C that never looks at the interrupt: the kernel cannot be stopped, so it is killed
     # and a second pass grades the exercises after it
-    subs["stubborn_loop"] = _all_solution(**{PATH: _code("total = sum(range(10**13))\n" + _answer_source(PATH))})
+    subs["stubborn_loop"] = _all_solution(
+        **{PATH: _code("total = sum(range(10**13))\n" + _answer_source(PATH))}
+    )
     # sys.exit() inside the function (a FAIL) and at the top of a cell after a correct function
-    subs["sys_exit"] = _all_solution(**{
-        SEQ: _code("import sys\ndef sequential_steps(T, layer):\n    sys.exit(1)"),
-        PATH: _code(_answer_source(PATH) + "\nimport sys\nsys.exit()")})
+    subs["sys_exit"] = _all_solution(
+        **{
+            SEQ: _code("import sys\ndef sequential_steps(T, layer):\n    sys.exit(1)"),
+            PATH: _code(_answer_source(PATH) + "\nimport sys\nsys.exit()"),
+        }
+    )
     # an exception in a TODO cell before the function is defined
-    subs["exception"] = _all_solution(**{RNN: _code("raise RuntimeError('oops')\n" + _answer_source(RNN))})
+    subs["exception"] = _all_solution(
+        **{RNN: _code("raise RuntimeError('oops')\n" + _answer_source(RNN))}
+    )
     # the answer cell turned into markdown
     nb = _all_solution()
     cell = _cell(nb, "sequential-steps-answer")
     nb.cells[nb.cells.index(cell)] = nbformat.v4.new_markdown_cell(cell.source, id=cell.id)
     subs["markdown"] = nb
-    # tampering: edited, deleted and re-tagged check cells, nbval markers in answers; stubs left in place
+    # tampering: edited, deleted and re-tagged check cells, nbval markers in answers; stubs left
+    # in place
     nb = make_submission(_sol())
     c = _cell(nb, "sequential-steps-check-1")
-    c.source = "print('[PASS] RNN needs T steps and attention 1, for T in (3, 17, 64)')\nprint('[PASS] an unknown layer name raises ValueError')"
+    c.source = (
+        "print('[PASS] RNN needs T steps and attention 1, for T in (3, 17, 64)')\n"
+        "print('[PASS] an unknown layer name raises ValueError')"
+    )
     nb.cells.remove(_cell(nb, "max-path-length-check-1"))
-    _cell(nb, "self-attention-check-1").metadata["tags"] = ["nbval-skip", "raises-exception", "nbval-ignore-output"]
-    _cell(nb, "rnn-forward-answer").source = "# NBVAL_SKIP\n# NBVAL_IGNORE_OUTPUT\n" + _cell(nb, "rnn-forward-answer").source
+    _cell(nb, "self-attention-check-1").metadata["tags"] = [
+        "nbval-skip",
+        "raises-exception",
+        "nbval-ignore-output",
+    ]
+    _cell(nb, "rnn-forward-answer").source = (
+        "# NBVAL_SKIP\n# NBVAL_IGNORE_OUTPUT\n" + _cell(nb, "rnn-forward-answer").source
+    )
     _cell(nb, "self-attention-answer").metadata["tags"] = ["raises-exception"]
     subs["tampered"] = nb
     # checks deleted but correct answers: the checks come from the solution, so full marks
@@ -82,27 +106,60 @@ def _submissions() -> dict[str, object]:
     nb.cells = [c for c in nb.cells if c.metadata.get("course", {}).get("role") != "check"]
     subs["checks_deleted"] = nb
     # an output flood at the top of a cell, and inside a function the check calls
-    subs["flood"] = _all_solution(**{
-        SEQ: _code("for i in range(300000):\n    print('spam', i)\n" + _answer_source(SEQ)),
-        ATT: _code(_answer_source(ATT).replace("### BEGIN SOLUTION", "### BEGIN SOLUTION\n    for i in range(100000):\n        print('spam', i)"))})
+    subs["flood"] = _all_solution(
+        **{
+            SEQ: _code("for i in range(300000):\n    print('spam', i)\n" + _answer_source(SEQ)),
+            ATT: _code(
+                _answer_source(ATT).replace(
+                    "### BEGIN SOLUTION",
+                    "### BEGIN SOLUTION\n    for i in range(100000):\n        print('spam', i)",
+                )
+            ),
+        }
+    )
     # a memory bomb (8 GiB, far above the 3 GiB limit) inside the function
-    subs["memory"] = _all_solution(**{RNN: _code("def rnn_forward(x, W, U):\n    big = torch.ones(2 * 1024**3)\n    return big[: x.shape[0]]")})
+    subs["memory"] = _all_solution(
+        **{
+            RNN: _code(
+                "def rnn_forward(x, W, U):\n    big = torch.ones(2 * 1024**3)\n"
+                "    return big[: x.shape[0]]"
+            )
+        }
+    )
     # fake verdict lines printed by the answer, with the stub still in place
-    fake = "print('[PASS] matches torch.nn.RNN (tanh, no bias)')\nprint('[PASS] state t depends on tokens 1..t only')\n"
-    subs["fake_verdicts"] = _all_solution(**{RNN: _code(fake + "def rnn_forward(x, W, U):\n    return None")})
-    # redefining a check helper; calling the library function the exercise asks for; touching the kernel
-    subs["lint"] = _all_solution(**{
-        SEQ: _code(_answer_source(SEQ) + "\ndef check_equal(name, *a, **k):\n    print('[PASS]', name)"),
-        ATT: _code("def self_attention(x):\n    return F.scaled_dot_product_attention(x, x, x)"),
-        PATH: _code("get_ipython().events.register('post_run_cell', lambda *a: None)\n" + _answer_source(PATH)),
-        RNN: _code("import torch\ntorch.tanh = lambda t: t\n" + _answer_source(RNN))})
+    fake = (
+        "print('[PASS] matches torch.nn.RNN (tanh, no bias)')\n"
+        "print('[PASS] state t depends on tokens 1..t only')\n"
+    )
+    subs["fake_verdicts"] = _all_solution(
+        **{RNN: _code(fake + "def rnn_forward(x, W, U):\n    return None")}
+    )
+    # redefining a check helper; calling the library function the exercise asks for; touching
+    # the kernel
+    subs["lint"] = _all_solution(
+        **{
+            SEQ: _code(
+                _answer_source(SEQ) + "\ndef check_equal(name, *a, **k):\n    print('[PASS]', name)"
+            ),
+            ATT: _code(
+                "def self_attention(x):\n    return F.scaled_dot_product_attention(x, x, x)"
+            ),
+            PATH: _code(
+                "get_ipython().events.register('post_run_cell', lambda *a: None)\n"
+                + _answer_source(PATH)
+            ),
+            RNN: _code("import torch\ntorch.tanh = lambda t: t\n" + _answer_source(RNN)),
+        }
+    )
     # extra helper cells below an answer, and an answer split over two cells
     nb = _all_solution(**{RNN: _code("def rnn_forward(x, W, U):\n    return _rnn_loop(x, W, U)")})
     i = nb.cells.index(_cell(nb, "rnn-forward-answer"))
     helper = nbformat.v4.new_code_cell(
         "def _rnn_loop(x, W, U):\n    h = torch.zeros(W.shape[0])\n    out = []\n"
-        "    for t in range(x.shape[0]):\n        h = torch.tanh(W @ h + U @ x[t])\n        out.append(h)\n"
-        "    return torch.stack(out)")
+        "    for t in range(x.shape[0]):\n        h = torch.tanh(W @ h + U @ x[t])\n"
+        "        out.append(h)\n"
+        "    return torch.stack(out)"
+    )
     nb.cells.insert(i + 1, helper)
     subs["helper_cells"] = nb
     return subs
@@ -152,7 +209,10 @@ def test_an_uninterruptible_loop_is_killed_and_the_rest_is_graded(batch):
 
 @pytest.mark.slow
 def test_a_crashing_kernel_costs_only_its_exercise(batch):
-    for case, victim, others in (("os_exit", RNN, (SEQ, PATH, ATT)), ("segfault", PATH, (SEQ, RNN, ATT))):
+    for case, victim, others in (
+        ("os_exit", RNN, (SEQ, PATH, ATT)),
+        ("segfault", PATH, (SEQ, RNN, ATT)),
+    ):
         rep = batch[0][case]
         e = _ex(rep, victim)
         assert e["status"] == "crashed" and e["points"] == 0, (case, e)
@@ -221,10 +281,12 @@ def test_printed_fake_verdicts_score_nothing(batch):
 @pytest.mark.slow
 def test_lint_rejects_helper_redefinition_forbidden_calls_and_monkeypatching(batch):
     rep = batch[0]["lint"]
-    expect = {SEQ: "check_equal is defined by the notebook's trusted cells",
-              ATT: "calling F.scaled_dot_product_attention is not allowed",
-              PATH: "get_ipython is not allowed",
-              RNN: "changing torch.tanh would change a library"}
+    expect = {
+        SEQ: "check_equal is defined by the notebook's trusted cells",
+        ATT: "calling F.scaled_dot_product_attention is not allowed",
+        PATH: "get_ipython is not allowed",
+        RNN: "changing torch.tanh would change a library",
+    }
     for name, text in expect.items():
         e = _ex(rep, name)
         assert e["status"] == "rejected" and e["points"] == 0, e
@@ -264,11 +326,16 @@ def test_exit_codes(tmp_path, capsys):
     report = tmp_path / "r.json"
     assert main([str(good), "--report", str(report)]) == 0
     assert json.loads(report.read_text())["all_passed"]
-    assert main([str(SOLUTIONS.parent / "exercises" / f"{STEM}.ipynb"), "--report", str(report)]) == 1
+    assert (
+        main([str(SOLUTIONS.parent / "exercises" / f"{STEM}.ipynb"), "--report", str(report)]) == 1
+    )
 
 
 LINT_CASES = [
-    ("def self_attention(x):\n    return F.scaled_dot_product_attention(x, x, x)", "calling F.scaled_dot_product_attention"),
+    (
+        "def self_attention(x):\n    return F.scaled_dot_product_attention(x, x, x)",
+        "calling F.scaled_dot_product_attention",
+    ),
     ("def self_attention(x):\n    return x.softmax(-1)", None),
     ("F = None", "F is defined by the notebook's trusted cells"),
     ("import torch\nimport torch.nn.functional as F\nimport math", None),
@@ -318,7 +385,9 @@ def test_extraction_finds_answers_without_ids_and_ignores_trusted_copies():
     spec = load_spec(sol, STEM)
     sub = _all_solution()
     check = _cell(sub, "sequential-steps-check-1")
-    sub.cells.insert(sub.cells.index(check) + 1, copy.deepcopy(check))  # a pasted copy of a check cell
+    sub.cells.insert(
+        sub.cells.index(check) + 1, copy.deepcopy(check)
+    )  # a pasted copy of a check cell
     helper = nbformat.v4.new_code_cell("def _helper():\n    return 1")
     sub.cells.insert(sub.cells.index(_cell(sub, "rnn-forward-answer")) + 1, helper)
     for c in sub.cells:  # a tool that drops cell ids
@@ -334,10 +403,14 @@ def test_batch_cli_survives_unreadable_files(tmp_path, capsys):
     folder = tmp_path / "subs"
     folder.mkdir()
     (folder / "alice_01_why_transformers.ipynb").write_text("{ not json")
-    (folder / "bob.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    (folder / "bob.ipynb").write_text(
+        '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
+    )
     from course_lib.grading.sandbox import probe
 
-    unsafe = [] if probe()[0] is not None else ["--unsafe-no-sandbox"]  # a batch needs the sandbox or this flag
+    unsafe = (
+        [] if probe()[0] is not None else ["--unsafe-no-sandbox"]
+    )  # a batch needs the sandbox or this flag
     assert main(["--batch", str(folder), "--out", str(tmp_path / "grades"), *unsafe]) == 0
     rows = list(csv.DictReader(open(tmp_path / "grades" / "gradebook.csv")))
     assert [r["status"] for r in rows] == ["unreadable", "unreadable"]
@@ -359,13 +432,16 @@ def test_grading_extra_covers_every_third_party_import():
     import importlib.metadata as md
     import re
     import sys
+
     import tomllib
 
     from tools import ROOT
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     norm = lambda s: re.sub(r"[-_.]+", "-", re.split(r"[ <>=!~\[;@]", s.strip())[0]).lower()  # noqa: E731
-    declared = {norm(r) for r in project["dependencies"] + project["optional-dependencies"]["grading"]}
+    declared = {
+        norm(r) for r in project["dependencies"] + project["optional-dependencies"]["grading"]
+    }
     dists = md.packages_distributions()
     missing = []
     for path in sorted((ROOT / "course_lib" / "grading").glob("*.py")):
@@ -382,7 +458,10 @@ def test_grading_extra_covers_every_third_party_import():
                     continue
                 owners = {norm(d) for d in dists.get(top, [])}
                 if not owners & declared:
-                    missing.append(f"{path.name}: import {mod} (from {sorted(owners) or 'no installed distribution'})")
+                    missing.append(
+                        f"{path.name}: import {mod} "
+                        f"(from {sorted(owners) or 'no installed distribution'})"
+                    )
     assert not missing, "add these to the grading extra in pyproject.toml:\n" + "\n".join(missing)
 
 
@@ -390,11 +469,18 @@ def test_stages_load_and_splice_alone(tmp_path):
     """The first two stages need no kernel: the lint rejects an answer before anything runs."""
     from course_lib.grading.grade import load, splice
 
-    sub = _all_solution(**{ATT: _code("def self_attention(x):\n    return F.scaled_dot_product_attention(x, x, x)")})
+    sub = _all_solution(
+        **{ATT: _code("def self_attention(x):\n    return F.scaled_dot_product_attention(x, x, x)")}
+    )
     path = tmp_path / f"{STEM}.ipynb"
     nbformat.write(sub, path)
     job = load(path, solutions_dir=SOLUTIONS)
-    assert job.sol_path == SOLUTIONS / f"{STEM}.ipynb" and [e.name for e in job.spec.exercises] == [SEQ, PATH, RNN, ATT]
+    assert job.sol_path == SOLUTIONS / f"{STEM}.ipynb" and [e.name for e in job.spec.exercises] == [
+        SEQ,
+        PATH,
+        RNN,
+        ATT,
+    ]
     plan = splice(job)
     assert plan.rejected == {ATT}
     assert plan.answers[ATT] == plan.stubs[ATT] and plan.answers[SEQ] == [_answer_source(SEQ)]
@@ -410,9 +496,21 @@ def test_stages_collect_and_report_from_verdicts():
     sol = _sol()
     spec = load_spec(sol, STEM)
     seq = spec.exercise(SEQ)
-    verdicts = [{"cell": c.cell_id, "name": c.name, "passed": i == 0, "reason": "" if i == 0 else "wrong value",
-                 "hint": c.hint} for i, c in enumerate(seq.checks)]
-    runs = {SEQ: ExerciseRun("graded", verdicts), PATH: ExerciseRun("graded", []), RNN: ExerciseRun("crashed")}
+    verdicts = [
+        {
+            "cell": c.cell_id,
+            "name": c.name,
+            "passed": i == 0,
+            "reason": "" if i == 0 else "wrong value",
+            "hint": c.hint,
+        }
+        for i, c in enumerate(seq.checks)
+    ]
+    runs = {
+        SEQ: ExerciseRun("graded", verdicts),
+        PATH: ExerciseRun("graded", []),
+        RNN: ExerciseRun("crashed"),
+    }
     job = type("J", (), {"spec": spec})()
     plan = Plan({}, {}, {ex.name: ExerciseResult(ex.name, ex.points) for ex in spec.exercises}, [])
     res = collect(job, plan, RunOutcome(runs, 2), 30.0, 3072)

@@ -5,6 +5,7 @@ The test starts what an instructor starts: ``dask scheduler`` and two ``dask wor
 (one thread each) on 127.0.0.1, in a folder without the course's ``solutions/`` (the client sends
 them), with bounded waits, and kills them at the end whatever happens.
 """
+
 from __future__ import annotations
 
 import csv
@@ -55,22 +56,61 @@ def dask_cluster(tmp_path):
     procs = []
 
     def start(args, log):
-        procs.append(subprocess.Popen(_dask() + args, cwd=home, env=env, stdin=subprocess.DEVNULL,
-                                      stdout=open(home / log, "w"), stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                _dask() + args,
+                cwd=home,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=open(home / log, "w"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     try:
-        start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-               "--scheduler-file", str(home / "scheduler.json")], "scheduler.log")
+        start(
+            [
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(home / "scheduler.json"),
+            ],
+            "scheduler.log",
+        )
         deadline = time.monotonic() + 60
         while not (home / "scheduler.json").exists():
-            assert procs[0].poll() is None and time.monotonic() < deadline, (home / "scheduler.log").read_text()
+            assert procs[0].poll() is None and time.monotonic() < deadline, (
+                home / "scheduler.log"
+            ).read_text()
             time.sleep(0.2)
         time.sleep(0.2)  # the file is written whole, but give it a moment
         address = json.loads((home / "scheduler.json").read_text())["address"]
         for i in range(2):
-            start(["worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--host", "127.0.0.1",
-                   "--name", f"w{i}", "--local-directory", str(home / f"w{i}"), "--death-timeout", "60"],
-                  f"worker{i}.log")
+            start(
+                [
+                    "worker",
+                    address,
+                    "--nthreads",
+                    "1",
+                    "--nworkers",
+                    "1",
+                    "--no-dashboard",
+                    "--host",
+                    "127.0.0.1",
+                    "--name",
+                    f"w{i}",
+                    "--local-directory",
+                    str(home / f"w{i}"),
+                    "--death-timeout",
+                    "60",
+                ],
+                f"worker{i}.log",
+            )
         with Client(address, timeout=30) as client:
             client.wait_for_workers(2, timeout=90)
             workers = set(client.scheduler_info()["workers"])
@@ -85,16 +125,22 @@ def _rows(out: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_a_batch_on_a_dask_cluster_grades_the_same_gradebook_as_the_local_run(tmp_path, dask_cluster):
+def test_a_batch_on_a_dask_cluster_grades_the_same_gradebook_as_the_local_run(
+    tmp_path, dask_cluster
+):
     if probe()[0] is None:
         pytest.skip("no bubblewrap sandbox here (each worker needs it)")
     address, workers = dask_cluster
     sol = nbformat.read(SOLUTIONS / f"{STEM}.ipynb", as_version=4)
     names = [ex.name for ex in load_spec(sol, STEM).exercises]
     folder = tmp_path / "subs"
-    subs = {f"alice/{STEM}.ipynb": make_submission(sol, {n: "solution" for n in names}),
-            f"bob_{STEM}.ipynb": make_submission(sol),
-            f"carol_{STEM}.ipynb": make_submission(sol, {n: (0 if i % 2 else "solution") for i, n in enumerate(names)})}
+    subs = {
+        f"alice/{STEM}.ipynb": make_submission(sol, {n: "solution" for n in names}),
+        f"bob_{STEM}.ipynb": make_submission(sol),
+        f"carol_{STEM}.ipynb": make_submission(
+            sol, {n: (0 if i % 2 else "solution") for i, n in enumerate(names)}
+        ),
+    }
     for rel, nb in subs.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, folder / rel)
@@ -112,8 +158,11 @@ def test_a_batch_on_a_dask_cluster_grades_the_same_gradebook_as_the_local_run(tm
         print("  ", {k: v for k, v in r.items() if k not in ("error", "report")})
     assert remote == local
     assert [(r["submission"], r["status"], r["score"]) for r in remote] == [
-        (f"alice/{STEM}.ipynb", "graded", "8.0"), (f"bob_{STEM}.ipynb", "graded", "0.0"),
-        (f"carol_{STEM}.ipynb", "graded", remote[2]["score"]), ("dave.ipynb", "unreadable", "0.0")]
+        (f"alice/{STEM}.ipynb", "graded", "8.0"),
+        (f"bob_{STEM}.ipynb", "graded", "0.0"),
+        (f"carol_{STEM}.ipynb", "graded", remote[2]["score"]),
+        ("dave.ipynb", "unreadable", "0.0"),
+    ]
     assert 0 < float(remote[2]["score"]) < 8
     graded_on = set()
     for r in remote:
@@ -123,6 +172,9 @@ def test_a_batch_on_a_dask_cluster_grades_the_same_gradebook_as_the_local_run(tm
             assert rep["solution"] == str(SOLUTIONS / f"{STEM}.ipynb") and rep["sandbox"] == "bwrap"
             graded_on.add(rep["worker"])
             loc = json.loads((tmp_path / "local" / r["report"]).read_text())
-            assert [[c["passed"] for c in e["checks"]] for e in rep["exercises"]] == \
-                   [[c["passed"] for c in e["checks"]] for e in loc["exercises"]]
-    assert graded_on and graded_on <= workers  # graded by the cluster's workers, not in this process
+            assert [[c["passed"] for c in e["checks"]] for e in rep["exercises"]] == [
+                [c["passed"] for c in e["checks"]] for e in loc["exercises"]
+            ]
+    assert (
+        graded_on and graded_on <= workers
+    )  # graded by the cluster's workers, not in this process

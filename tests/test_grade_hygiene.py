@@ -6,6 +6,7 @@ line separators hiding nbval markers: each is refused or graded as it deserves, 
 and the batch goes on. The fast tests read and route submissions without a kernel; the slow
 ones grade a hostile folder for real, and kill a batch half-way to show nothing finished is lost.
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,9 +23,16 @@ import nbformat
 import pytest
 
 from course_lib.grading import notebooks, report
-from course_lib.grading.grade import find_submissions, grade_batch, load, main
-from course_lib.grading.notebooks import (MAX_CODE_CELLS, MAX_DEPTH, Unreadable, extract_answers, parse_notebook,
-                                          read_notebook, read_submission)
+from course_lib.grading.grade import find_submissions, load, main
+from course_lib.grading.notebooks import (
+    MAX_CODE_CELLS,
+    MAX_DEPTH,
+    Unreadable,
+    extract_answers,
+    parse_notebook,
+    read_notebook,
+    read_submission,
+)
 from course_lib.grading.report import Gradebook, report_names
 from course_lib.grading.sandbox import probe
 from tools import ROOT
@@ -78,11 +86,14 @@ def test_symlinks_and_special_files_are_not_followed(tmp_path):
 
 
 def test_a_file_swapped_after_the_lstat_is_refused_too(tmp_path, monkeypatch):
-    """The race between ``lstat`` and ``open``: O_NOFOLLOW refuses a link, ``fstat`` a different file."""
+    """The race between ``lstat`` and ``open``: O_NOFOLLOW refuses a link, ``fstat`` a different
+    file."""
     link = tmp_path / "link.ipynb"
     link.symlink_to(SOL)
     other = _write(_full(), tmp_path / "other.ipynb")
-    monkeypatch.setattr(notebooks.os, "lstat", os.stat)  # as if it was a regular file when looked at
+    monkeypatch.setattr(
+        notebooks.os, "lstat", os.stat
+    )  # as if it was a regular file when looked at
     _unreadable(link, "a symbolic link, not a regular file")
     monkeypatch.setattr(notebooks.os, "lstat", lambda p: os.stat(SOL))  # ... or another file
     _unreadable(other, "changed while it was being read")
@@ -94,17 +105,35 @@ def test_submissions_are_listed_without_following_folder_links(tmp_path):
     _write(_full(), folder / ".ipynb_checkpoints" / "x-checkpoint.ipynb")
     _write(_full(), folder / "_grades" / "old.ipynb")
     (folder / "linked_dir").symlink_to(folder / "a")  # not followed: a's file is listed once
-    (folder / "dir_link.ipynb").symlink_to(folder / "a")  # a link named like a notebook: listed, refused
+    (folder / "dir_link.ipynb").symlink_to(
+        folder / "a"
+    )  # a link named like a notebook: listed, refused
     (folder / "file_link.ipynb").symlink_to(SOL)
     (folder / "real_dir.ipynb").mkdir()
     _write(_full(), folder / "real_dir.ipynb" / "y.ipynb")
     assert find_submissions(folder, folder / "_grades") == [
-        "a/x.ipynb", "dir_link.ipynb", "file_link.ipynb", "real_dir.ipynb/y.ipynb"]
+        "a/x.ipynb",
+        "dir_link.ipynb",
+        "file_link.ipynb",
+        "real_dir.ipynb/y.ipynb",
+    ]
 
 
 # --------------------------------------------------------------------------- the solution
-@pytest.mark.parametrize("claimed", ["../../sub/x", "ABSOLUTE", f"{STEM}/../{STEM}", f"../solutions/{STEM}",
-                                     f"{STEM}.ipynb", "", None, 7, ["x"]])
+@pytest.mark.parametrize(
+    "claimed",
+    [
+        "../../sub/x",
+        "ABSOLUTE",
+        f"{STEM}/../{STEM}",
+        f"../solutions/{STEM}",
+        f"{STEM}.ipynb",
+        "",
+        None,
+        7,
+        ["x"],
+    ],
+)
 def test_the_solution_is_only_a_stem_of_the_solutions_folder(tmp_path, claimed):
     """metadata naming a path (to the submission itself, or through the solutions folder) is not a
     stem: the file name decides, and a file name without a stem is unreadable."""
@@ -122,12 +151,16 @@ def test_the_solution_is_only_a_stem_of_the_solutions_folder(tmp_path, claimed):
 def test_metadata_naming_a_real_stem_wins_and_odd_metadata_is_harmless(tmp_path):
     sub = _full()
     sub.metadata["course"] = {"notebook": "02_matrix_core"}
-    assert load(_write(sub, tmp_path / f"{STEM}.ipynb"), solutions_dir=SOLUTIONS).sol_path.stem == "02_matrix_core"
+    assert (
+        load(_write(sub, tmp_path / f"{STEM}.ipynb"), solutions_dir=SOLUTIONS).sol_path.stem
+        == "02_matrix_core"
+    )
     sub.metadata["course"] = "01_why_transformers"  # not a dict: ignored, the file name decides
     assert load(_write(sub, tmp_path / f"b_{STEM}.ipynb"), solutions_dir=SOLUTIONS).sol_path == SOL
 
 
-# --------------------------------------------------------------------------- unreadable, over-size, over-deep
+# --------------------------------------------------------------------------- unreadable,
+# over-size, over-deep
 def test_deep_truncated_huge_and_malformed_json_is_unreadable(tmp_path):
     good = nbformat.writes(_full()).encode()
     _unreadable(b"[" * 10_000 + b"]" * 10_000, "nested too deeply")
@@ -160,7 +193,9 @@ def test_caps_on_code_cells_and_source(tmp_path):
     nb.cells.append(nbformat.v4.new_code_cell("# " + "x" * notebooks.MAX_SOURCE_BYTES))
     _unreadable(nbformat.writes(nb).encode(), "MB of code")
     nb = _full()
-    nb.cells.append(nbformat.v4.new_markdown_cell("x" * 2 * notebooks.MAX_SOURCE_BYTES))  # prose is not capped
+    nb.cells.append(
+        nbformat.v4.new_markdown_cell("x" * 2 * notebooks.MAX_SOURCE_BYTES)
+    )  # prose is not capped
     assert parse_notebook(nbformat.writes(nb).encode())
     many = b'{"cells": [' + b",".join([b'{"cell_type":"raw","source":""}'] * 200_000) + b"]}"
     t0 = time.monotonic()
@@ -195,7 +230,13 @@ def test_line_separators_cannot_hide_nbval_markers(sep):
     spec = load_spec(sol, STEM)
     sub = _full()
     cell = next(c for c in sub.cells if c.get("id") == "sequential-steps-answer")
-    cell.source = cell.source.replace("\n", sep) + sep + "# NBVAL_SKIP" + sep + "  ## NBVAL_RAISES_EXCEPTION  "
+    cell.source = (
+        cell.source.replace("\n", sep)
+        + sep
+        + "# NBVAL_SKIP"
+        + sep
+        + "  ## NBVAL_RAISES_EXCEPTION  "
+    )
     assert dict(find_comment_markers(cell.source))  # what nbval would have done with it
     for c in sub.cells:
         c.pop("id", None)  # found by the marker alone
@@ -210,12 +251,27 @@ def test_line_separators_cannot_hide_nbval_markers(sep):
 # --------------------------------------------------------------------------- report names
 def test_report_names_are_injective_and_safe():
     odd = [os.fsdecode(b"caf\xe9.ipynb"), os.fsdecode(b"caf\xe8.ipynb"), "caf\ufffd.ipynb"]
-    rels = ["alice/x.ipynb", "alice__x.ipynb", "alice~x.ipynb", "alice%7Ex.ipynb", "Alice/x.ipynb",
-            "caf\u00e9.ipynb", "cafe\u0301.ipynb", "a b.ipynb", "a%20b.ipynb", "new\nline.ipynb",
-            "x" * 250 + ".ipynb", "x" * 251 + ".ipynb", "d/" + "y" * 240 + "/z.ipynb", *odd]
+    rels = [
+        "alice/x.ipynb",
+        "alice__x.ipynb",
+        "alice~x.ipynb",
+        "alice%7Ex.ipynb",
+        "Alice/x.ipynb",
+        "caf\u00e9.ipynb",
+        "cafe\u0301.ipynb",
+        "a b.ipynb",
+        "a%20b.ipynb",
+        "new\nline.ipynb",
+        "x" * 250 + ".ipynb",
+        "x" * 251 + ".ipynb",
+        "d/" + "y" * 240 + "/z.ipynb",
+        *odd,
+    ]
     names = report_names(rels)
     values = list(names.values())
-    assert len({report._fold(v) for v in values}) == len(rels), names  # distinct, also on macOS/Windows
+    assert len({report._fold(v) for v in values}) == len(rels), (
+        names
+    )  # distinct, also on macOS/Windows
     for v in values:
         assert "/" not in v and "\n" not in v and v.endswith(".grade.json"), v
         assert len(v.encode("utf-8")) <= 255, v
@@ -223,7 +279,9 @@ def test_report_names_are_injective_and_safe():
     plain = report_names(["alice/x.ipynb", "alice__x.ipynb"])
     assert list(plain.values()) == ["alice~x.grade.json", "alice__x.grade.json"]
     assert len(set(report_names(["x.ipynb", "x", "x%", "x.ipynb.ipynb"]).values())) == 4
-    assert "%%" in names["Alice/x.ipynb"] and "%%" in names["alice/x.ipynb"]  # differ only in case: hashed
+    assert (
+        "%%" in names["Alice/x.ipynb"] and "%%" in names["alice/x.ipynb"]
+    )  # differ only in case: hashed
 
 
 def test_each_report_is_written_as_its_result_arrives(tmp_path):
@@ -231,7 +289,13 @@ def test_each_report_is_written_as_its_result_arrives(tmp_path):
     both gradebook rows on disk."""
     rels = ["a.ipynb", "b/c.ipynb", "d.ipynb"]
     book = Gradebook(tmp_path, rels)
-    rep = {"status": "unreadable", "score": 0.0, "max_score": None, "error": "x", "sandbox": "bwrap"}
+    rep = {
+        "status": "unreadable",
+        "score": 0.0,
+        "max_score": None,
+        "error": "x",
+        "sandbox": "bwrap",
+    }
     book.add("b/c.ipynb", dict(rep, submission="b/c.ipynb"))
     book.add("a.ipynb", dict(rep, submission="a.ipynb"))
     (tmp_path / "d.grade.json").mkdir()  # a later write fails: the batch would stop here
@@ -244,14 +308,28 @@ def test_each_report_is_written_as_its_result_arrives(tmp_path):
 
 
 def test_batch_of_unreadable_files_never_needs_a_kernel(tmp_path):
-    """Routing happens on the client: links, odd names and broken JSON become rows without a task."""
+    """Routing happens on the client: links, odd names and broken JSON become rows without a
+    task."""
     folder = tmp_path / "subs"
     folder.mkdir()
     (folder / "link.ipynb").symlink_to(SOL)
     (folder / "deep.ipynb").write_bytes(b"[" * 10_000 + b"]" * 10_000)
     Path(os.fsdecode(os.fsencode(folder) + b"/\xff\xfe.ipynb")).write_text("{ not json")
     unsafe = [] if probe()[0] is not None else ["--unsafe-no-sandbox"]
-    assert main(["--batch", str(folder), "--out", str(tmp_path / "grades"), "--solutions", str(SOLUTIONS), *unsafe]) == 0
+    assert (
+        main(
+            [
+                "--batch",
+                str(folder),
+                "--out",
+                str(tmp_path / "grades"),
+                "--solutions",
+                str(SOLUTIONS),
+                *unsafe,
+            ]
+        )
+        == 0
+    )
     rows = list(csv.DictReader(open(tmp_path / "grades" / "gradebook.csv", encoding="utf-8")))
     assert [r["submission"] for r in rows] == ["deep.ipynb", "link.ipynb", "\ufffd\ufffd.ipynb"]
     assert all(r["status"] == "unreadable" and r["score"] == "0.0" for r in rows)
@@ -262,14 +340,18 @@ def test_batch_of_unreadable_files_never_needs_a_kernel(tmp_path):
 def _self_solution():
     """A notebook that is its own solution: stubs for answers, check helpers redefined to pass."""
     nb = copy.deepcopy(_sol())
-    fake = "".join(f"def {f}(name, *a, **k):\n    print('[PASS] ' + name)\n"
-                   for f in ("check_close", "check_equal", "check_true", "check_raises"))
+    fake = "".join(
+        f"def {f}(name, *a, **k):\n    print('[PASS] ' + name)\n"
+        for f in ("check_close", "check_equal", "check_true", "check_raises")
+    )
     for c in nb.cells:
         role = c.metadata.get("course", {}).get("role")
         if role == "check":
             c.source = fake + c.source
         elif role == "answer":
-            c.source = next(x.source for x in make_submission(_sol()).cells if x.get("id") == c.get("id"))
+            c.source = next(
+                x.source for x in make_submission(_sol()).cells if x.get("id") == c.get("id")
+            )
     return nb
 
 
@@ -295,24 +377,45 @@ def test_a_hostile_folder_is_graded_file_by_file(tmp_path):
     out = tmp_path / "grades"
     if probe()[0] is None:
         pytest.skip("no bubblewrap sandbox here")
-    assert main(["--batch", str(folder), "--out", str(out), "--solutions", str(SOLUTIONS),
-                 "--time-limit", "20"]) == 0  # never 3: every bad file is its own row
-    rows = {r["submission"]: r for r in csv.DictReader(open(out / "gradebook.csv", encoding="utf-8"))}
+    assert (
+        main(
+            [
+                "--batch",
+                str(folder),
+                "--out",
+                str(out),
+                "--solutions",
+                str(SOLUTIONS),
+                "--time-limit",
+                "20",
+            ]
+        )
+        == 0
+    )  # never 3: every bad file is its own row
+    rows = {
+        r["submission"]: r for r in csv.DictReader(open(out / "gradebook.csv", encoding="utf-8"))
+    }
     score = {k: (r["status"], float(r["score"])) for k, r in rows.items()}
     assert score == {
-        f"alice/{STEM}.ipynb": ("graded", 8.0), f"alice__{STEM}.ipynb": ("graded", 0.0),
-        f"bob/{STEM}.ipynb": ("graded", 8.0), "deep.ipynb": ("unreadable", 0.0),
-        f"huge_{STEM}.ipynb": ("unreadable", 0.0), f"link_bob_{STEM}.ipynb": ("unreadable", 0.0),
+        f"alice/{STEM}.ipynb": ("graded", 8.0),
+        f"alice__{STEM}.ipynb": ("graded", 0.0),
+        f"bob/{STEM}.ipynb": ("graded", 8.0),
+        "deep.ipynb": ("unreadable", 0.0),
+        f"huge_{STEM}.ipynb": ("unreadable", 0.0),
+        f"link_bob_{STEM}.ipynb": ("unreadable", 0.0),
         f"link_solution_{STEM}.ipynb": ("unreadable", 0.0),
         f"mallory_{STEM}.ipynb": ("graded", 0.0),  # against the real solution, not itself
         f"truncated_{STEM}.ipynb": ("unreadable", 0.0),
-        f"\ufffdl\ufffdve_{STEM}.ipynb": ("graded", 8.0)}, score
+        f"\ufffdl\ufffdve_{STEM}.ipynb": ("graded", 8.0),
+    }, score
     for k in ("link_bob", "link_solution"):
         assert "not a regular file" in rows[f"{k}_{STEM}.ipynb"]["error"]
     assert "nested too deeply" in rows["deep.ipynb"]["error"]
     assert "too large" in rows[f"huge_{STEM}.ipynb"]["error"]
     assert "not valid notebook JSON" in rows[f"truncated_{STEM}.ipynb"]["error"]
-    assert json.loads((out / rows[f"mallory_{STEM}.ipynb"]["report"]).read_text())["solution"] == str(SOL)
+    assert json.loads((out / rows[f"mallory_{STEM}.ipynb"]["report"]).read_text())[
+        "solution"
+    ] == str(SOL)
     files = sorted(p.name for p in out.glob("*.grade.json"))
     assert files == sorted(r["report"] for r in rows.values()) and len(files) == len(rows) == 10
     for r in rows.values():
@@ -325,7 +428,9 @@ def test_a_killed_batch_keeps_every_finished_report(tmp_path):
     """SIGKILL the batch while it grades an endless submission: the rows and reports of what had
     ended before are on disk, whole."""
     if probe()[0] is None:
-        pytest.skip("no bubblewrap sandbox here")  # the sandbox ends the orphaned kernel with its parent
+        pytest.skip(
+            "no bubblewrap sandbox here"
+        )  # the sandbox ends the orphaned kernel with its parent
     folder, out = tmp_path / "subs", tmp_path / "grades"
     (folder / "a").mkdir(parents=True)
     (folder / "a" / "broken.ipynb").write_text("{")
@@ -335,10 +440,28 @@ def test_a_killed_batch_keeps_every_finished_report(tmp_path):
     choose[SEQ] = {"code": "while True:\n    pass"}
     _write(make_submission(sol, choose), folder / f"c_{STEM}.ipynb")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "course_lib.grading.grade", "--batch", str(folder), "--out",
-                             str(out), "--solutions", str(SOLUTIONS), "--workers", "1", "--time-limit", "60"],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "course_lib.grading.grade",
+            "--batch",
+            str(folder),
+            "--out",
+            str(out),
+            "--solutions",
+            str(SOLUTIONS),
+            "--workers",
+            "1",
+            "--time-limit",
+            "60",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while not (out / f"b_{STEM}.grade.json").exists():
@@ -351,6 +474,8 @@ def test_a_killed_batch_keeps_every_finished_report(tmp_path):
         proc.wait(30)
     rows = list(csv.DictReader(open(out / "gradebook.csv", encoding="utf-8")))
     assert [(r["submission"], r["status"], r["score"]) for r in rows] == [
-        ("a/broken.ipynb", "unreadable", "0.0"), (f"b_{STEM}.ipynb", "graded", "8.0")]
+        ("a/broken.ipynb", "unreadable", "0.0"),
+        (f"b_{STEM}.ipynb", "graded", "8.0"),
+    ]
     assert json.loads((out / f"b_{STEM}.grade.json").read_text())["score"] == 8.0
     assert json.loads((out / "a~broken.grade.json").read_text())["status"] == "unreadable"

@@ -6,6 +6,7 @@ subprocess), the verdict format, the cells the grader adds, the sandbox policy o
 Slow: hostile submissions graded with ``course-grade --batch`` in the sandbox; each exercise
 gets the right points and canary files outside the grading folder are unchanged afterwards.
 """
+
 from __future__ import annotations
 
 import csv
@@ -24,14 +25,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.grading import grade as grading, guard, sandbox as sandboxing
+from course_lib.grading import grade as grading
+from course_lib.grading import guard
+from course_lib.grading import sandbox as sandboxing
 from course_lib.grading.checks import check_close, check_raises, randn
 from course_lib.grading.verdict import format_verdict, parse_line, read_verdict
 from tools.exercises import SOLUTIONS, load_spec, make_submission
 
 HAVE_BWRAP = sandboxing.probe()[0] is not None
-needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason=f"no bubblewrap sandbox here: {sandboxing.probe()[1]} "
-                                                        "(CI installs it: apt-get install bubblewrap)")
+needs_bwrap = pytest.mark.skipif(
+    not HAVE_BWRAP,
+    reason=f"no bubblewrap sandbox here: {sandboxing.probe()[1]} "
+    "(CI installs it: apt-get install bubblewrap)",
+)
 
 
 # --------------------------------------------------------------------------- the command line
@@ -40,7 +46,9 @@ def _sb():
 
 
 def test_bwrap_command_isolates_and_binds_only_read_only():
-    cmd = sandboxing.command(_sb(), ["python", "-m", "pytest"], {"graded.ipynb": 7}, {"HOME": "/grading/home"})
+    cmd = sandboxing.command(
+        _sb(), ["python", "-m", "pytest"], {"graded.ipynb": 7}, {"HOME": "/grading/home"}
+    )
     assert cmd[0] == "/usr/bin/bwrap" and cmd[-3:] == ["python", "-m", "pytest"] and cmd[-4] == "--"
     for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
         assert flag in cmd
@@ -49,14 +57,18 @@ def test_bwrap_command_isolates_and_binds_only_read_only():
     assert "--bind" not in cmd and "--dev-bind" not in cmd
     binds = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--ro-bind"]
     assert set(binds) <= {"/usr", "/bin", "/opt/py"}
-    # the scratch folder: a tmpfs of the given size, the one writable place, files copied in from descriptors
+    # the scratch folder: a tmpfs of the given size, the one writable place, files copied in from
+    # descriptors
     i = cmd.index("--tmpfs")
-    assert cmd[i + 1] == sandboxing.SCRATCH and cmd[i - 2:i] == ["--size", str(64 * 1024 * 1024)]
-    assert cmd[cmd.index("--file") + 1:cmd.index("--file") + 3] == ["7", f"{sandboxing.SCRATCH}/graded.ipynb"]
+    assert cmd[i + 1] == sandboxing.SCRATCH and cmd[i - 2 : i] == ["--size", str(64 * 1024 * 1024)]
+    assert cmd[cmd.index("--file") + 1 : cmd.index("--file") + 3] == [
+        "7",
+        f"{sandboxing.SCRATCH}/graded.ipynb",
+    ]
     assert cmd[cmd.index("--chdir") + 1] == sandboxing.SCRATCH
     ro = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--remount-ro"]
     assert ro == ["/dev", "/"]
-    assert cmd[cmd.index("--setenv") + 1:cmd.index("--setenv") + 3] == ["HOME", "/grading/home"]
+    assert cmd[cmd.index("--setenv") + 1 : cmd.index("--setenv") + 3] == ["HOME", "/grading/home"]
     with pytest.raises(ValueError, match="plain names"):
         sandboxing.command(_sb(), ["true"], {"../x": 3}, {})
 
@@ -67,7 +79,9 @@ def test_a_clone_under_tmp_gets_a_tmpfs_at_tmp_before_its_binds():
     (bwrap: "Can't make symlink at /tmp: File exists")."""
     plain = sandboxing.command(_sb(), ["true"], {}, {})
     assert plain[plain.index("--symlink", plain.index(sandboxing.SCRATCH)) + 2] == "/tmp"
-    sb = sandboxing.Sandbox("/usr/bin/bwrap", ("/usr", "/tmp/clone/.venv", "/tmp/clone/course_lib"), scratch_mb=64)
+    sb = sandboxing.Sandbox(
+        "/usr/bin/bwrap", ("/usr", "/tmp/clone/.venv", "/tmp/clone/course_lib"), scratch_mb=64
+    )
     cmd = sandboxing.command(sb, ["true"], {}, {})
     tmpfs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--tmpfs"]
     assert tmpfs == ["/tmp", sandboxing.SCRATCH]
@@ -81,16 +95,24 @@ def test_readonly_paths_keep_the_outermost_and_hide_the_repository():
     for p in paths:
         assert not any(q != p and p.startswith(q + "/") for q in paths), (p, paths)
     repo = str(SOLUTIONS.parent)
-    assert repo not in paths and str(SOLUTIONS) not in paths  # solutions, tests, submissions stay outside
+    assert (
+        repo not in paths and str(SOLUTIONS) not in paths
+    )  # solutions, tests, submissions stay outside
 
 
 def test_inner_environment_is_small_and_points_into_the_scratch_folder():
     env = sandboxing.inner_env(2)
-    assert env["HOME"].startswith(sandboxing.SCRATCH) and env["TMPDIR"].startswith(sandboxing.SCRATCH)
+    assert env["HOME"].startswith(sandboxing.SCRATCH) and env["TMPDIR"].startswith(
+        sandboxing.SCRATCH
+    )
     assert env["OMP_NUM_THREADS"] == "2"
     import course_lib  # the kernel imports the very course_lib the grader runs (bound read-only)
+
     assert Path(env["PYTHONPATH"]) / "course_lib" == Path(course_lib.__file__).resolve().parent
-    assert not any(k in env for k in ("COURSE_LIB_SOURCE", "PYTEST_ADDOPTS", "SSH_AUTH_SOCK", "AWS_ACCESS_KEY_ID"))
+    assert not any(
+        k in env
+        for k in ("COURSE_LIB_SOURCE", "PYTEST_ADDOPTS", "SSH_AUTH_SOCK", "AWS_ACCESS_KEY_ID")
+    )
 
 
 # --------------------------------------------------------------------------- the guard
@@ -128,6 +150,7 @@ def test_guard_cannot_be_swallowed_and_allows_the_rest(forbid, capsys):
             return a @ b
         except Exception:
             return (a[:, :, None] * b[None]).sum(1)
+
     check_close("caught", sneaky, a @ b, hint="h")
     check_close("by hand", lambda: (a[:, :, None] * b[None]).sum(1), a @ b, hint="h")
     out = capsys.readouterr().out
@@ -137,7 +160,9 @@ def test_guard_cannot_be_swallowed_and_allows_the_rest(forbid, capsys):
 def test_guard_sees_functionals_modules_optimizers_and_raising_checks(forbid, capsys):
     q = randn(1, 3, 4, seed=3)
     forbid(["scaled_dot_product_attention", "MultiheadAttention", "AdamW", "backward"])
-    check_close("sdpa", lambda: getattr(F, "scaled_dot_" + "product_attention")(q, q, q), q, hint="h")
+    check_close(
+        "sdpa", lambda: getattr(F, "scaled_dot_" + "product_attention")(q, q, q), q, hint="h"
+    )
     mha = torch.nn.MultiheadAttention(4, 1, batch_first=True)
     check_close("module", lambda: mha(q, q, q)[0], q, hint="h")
     p = torch.nn.Parameter(torch.zeros(2))
@@ -146,11 +171,16 @@ def test_guard_sees_functionals_modules_optimizers_and_raising_checks(forbid, ca
         p.grad = torch.ones(2)
         torch.optim.AdamW([p]).step()
         return p
+
     check_close("optimizer", step, p, hint="h")
     check_raises("raises", lambda: (q.sum() * 1).backward(), ValueError, hint="h")
     out = capsys.readouterr().out
-    for name, called in (("sdpa", "scaled_dot_product_attention"), ("module", "MultiheadAttention"),
-                         ("optimizer", "AdamW"), ("raises", "backward")):
+    for name, called in (
+        ("sdpa", "scaled_dot_product_attention"),
+        ("module", "MultiheadAttention"),
+        ("optimizer", "AdamW"),
+        ("raises", "backward"),
+    ):
         v = read_verdict(out, name)
         assert not v.passed and f"called {called}" in v.reason, (name, v)
 
@@ -159,7 +189,9 @@ def test_guard_off_by_default_and_only_while_the_student_runs(forbid, capsys):
     a = randn(2, 2, seed=4)
     check_close("free", lambda: a @ a, a @ a, hint="h")
     forbid(["@"])
-    check_close("reference outside", lambda: (a[:, :, None] * a[None]).sum(1), a @ a, hint="h")  # a @ a: the check's
+    check_close(
+        "reference outside", lambda: (a[:, :, None] * a[None]).sum(1), a @ a, hint="h"
+    )  # a @ a: the check's
     out = capsys.readouterr().out
     assert read_verdict(out, "free").passed and read_verdict(out, "reference outside").passed
     with pytest.raises(ValueError):
@@ -168,15 +200,18 @@ def test_guard_off_by_default_and_only_while_the_student_runs(forbid, capsys):
 
 # --------------------------------------------------------------------------- the lock-down
 def test_lockdown_blocks_new_processes_but_not_threads():
-    code = ("import os, subprocess, threading\n"
-            "from course_lib.grading.lockdown import no_new_processes\n"
-            "assert no_new_processes()\n"
-            "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
-            "for f in (os.fork, lambda: subprocess.run(['true']), lambda: os.posix_spawn('/bin/true', ['true'], {})):\n"
-            "    try:\n"
-            "        f(); print('started a process')\n"
-            "    except PermissionError:\n"
-            "        print('refused')\n")
+    code = (
+        "import os, subprocess, threading\n"
+        "from course_lib.grading.lockdown import no_new_processes\n"
+        "assert no_new_processes()\n"
+        "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+        "for f in (os.fork, lambda: subprocess.run(['true']), lambda: os.posix_spawn('/bin/true', "
+        "['true'], {})):\n"
+        "    try:\n"
+        "        f(); print('started a process')\n"
+        "    except PermissionError:\n"
+        "        print('refused')\n"
+    )
     from course_lib.grading.lockdown import supported
 
     if not supported():
@@ -206,16 +241,19 @@ def test_confine_stops_signals_and_tracing_of_other_processes():
 
     if not supported():
         pytest.skip("the seccomp lock-down is for Linux x86-64 and arm64")
-    code = ("import os, signal, threading\n"
-            "from course_lib.grading.lockdown import confine\n"
-            "parent = os.getppid()\n"
-            "assert confine()\n"
-            "for f in (lambda: os.kill(parent, 0), lambda: os.kill(1, 0), lambda: os.kill(0, 0), os.fork):\n"
-            "    try:\n"
-            "        f(); print('allowed')\n"
-            "    except PermissionError:\n"
-            "        print('refused')\n"
-            "os.kill(os.getpid(), 0); signal.pthread_kill(threading.get_ident(), 0); print('self ok')\n")
+    code = (
+        "import os, signal, threading\n"
+        "from course_lib.grading.lockdown import confine\n"
+        "parent = os.getppid()\n"
+        "assert confine()\n"
+        "for f in (lambda: os.kill(parent, 0), lambda: os.kill(1, 0), lambda: os.kill(0, 0), "
+        "os.fork):\n"
+        "    try:\n"
+        "        f(); print('allowed')\n"
+        "    except PermissionError:\n"
+        "        print('refused')\n"
+        "os.kill(os.getpid(), 0); signal.pthread_kill(threading.get_ident(), 0); print('self ok')\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:5] == ["refused"] * 4 + ["self ok"]
@@ -230,7 +268,10 @@ def test_without_a_sandbox_a_batch_refuses_unless_told(tmp_path, monkeypatch, ca
     assert grading.main(["--batch", str(folder), "--out", str(tmp_path / "g")]) == 3
     assert "--unsafe-no-sandbox" in capsys.readouterr().err
     assert not (tmp_path / "g").exists()
-    assert grading.main(["--batch", str(folder), "--out", str(tmp_path / "g"), "--unsafe-no-sandbox"]) == 0
+    assert (
+        grading.main(["--batch", str(folder), "--out", str(tmp_path / "g"), "--unsafe-no-sandbox"])
+        == 0
+    )
     rows = list(csv.DictReader(open(tmp_path / "g" / "gradebook.csv")))
     assert [(r["status"], r["sandbox"]) for r in rows] == [("unreadable", "none")]
     assert "unsandboxed" in capsys.readouterr().out
@@ -259,11 +300,15 @@ def _attack(stem, name, attack: str) -> dict:
     """An answer cell that first tries ``attack`` (its last line sets ``_got_through = True``
     when it worked) and then defines the solution, broken if the attack got through: full
     points iff the sandbox held."""
-    return {"code": ("import os, sys\n_got_through = False\ntry:\n"
-                     + "".join(f"    {line}\n" for line in attack.strip().splitlines())
-                     + "except Exception as _e:\n    print('attack refused:', type(_e).__name__)\n"
-                     + _answer(stem, name)
-                     + f"\nif _got_through:\n    {name} = None\n")}
+    return {
+        "code": (
+            "import os, sys\n_got_through = False\ntry:\n"
+            + "".join(f"    {line}\n" for line in attack.strip().splitlines())
+            + "except Exception as _e:\n    print('attack refused:', type(_e).__name__)\n"
+            + _answer(stem, name)
+            + f"\nif _got_through:\n    {name} = None\n"
+        )
+    }
 
 
 def _sub(stem, **answers):
@@ -296,49 +341,127 @@ def hostile(tmp_path_factory):
     threading.Thread(target=lambda: connections.append(server.accept()), daemon=True).start()
     s1, s2 = "01_why_transformers", "02_matrix_core"
     subs = {
-        "files": _sub(s1, **{
-            SEQ: _attack(s1, SEQ, f'os.remove("{canary}/delete.txt")\n_got_through = True'),
-            PATH: _attack(s1, PATH, f'getattr(os, "ren" + "ame")("{canary}/rename.txt", "{canary}/renamed.txt")\n'
-                                    '_got_through = True'),
-            RNN: _attack(s1, RNN, f'os.close({OPEN}("{canary}/created.txt", os.O_CREAT | os.O_WRONLY))\n'
-                                  '_got_through = True'),
-            ATT: _attack(s1, ATT, f'os.close({OPEN}("{sols}/{s1}.ipynb", os.O_WRONLY | os.O_APPEND))\n'
-                                  f'os.close({OPEN}("{pkg_file}", os.O_CREAT | os.O_WRONLY))\n_got_through = True')}),
-        "neighbours": _sub(s1, **{
-            SEQ: _attack(s1, SEQ, f'_fd = {OPEN}("{folder}/files.ipynb", os.O_RDONLY)\n'
-                                  '_got_through = len(os.read(_fd, 100)) > 0'),
-            PATH: _attack(s1, PATH, '_s = getattr(sys, "mod" + "ules")["socket"].create_connection('
-                                    f'("127.0.0.1", {port}), timeout=2)\n_got_through = True'),
-            RNN: _attack(s1, RNN, '_n = 0\nfor _i in range(200):\n'
-                                  '    if getattr(os, "fo" + "rk")() == 0:\n        os._exit(0)\n'
-                                  '    _n += 1\n_got_through = _n > 0'),
-            ATT: _attack(s1, ATT, "os.kill(os.getppid(), 9)\nos.kill(1, 9)\n_got_through = True")}),
-        "disk_and_routes": _sub(s1, **{
-            SEQ: _attack(s1, SEQ, '_fd = ' + OPEN + '("fill.bin", os.O_CREAT | os.O_WRONLY)\n'
-                                  '_chunk = bytes(1 << 20)\nwhile True:\n    os.write(_fd, _chunk)'),
-            ATT: {"code": "_attn = getattr(F, 'scaled_dot_' + 'product_attention')\n"
-                          "def self_attention(x):\n    return _attn(x, x, x)"}}),
-        "matmul_operator": _sub(s2, matmul={"code": (
-            "import operator\n_ops = [lambda a, b: operator.imatmul(a, b)]  # a @= b\n"
-            "def matmul(a, b):\n    return _ops[0](a, b)")}),
-        "matmul_alias": _sub(s2, matmul={"code": (
-            "_mm = getattr(torch, 'mat' + 'mul')\ndef matmul(a, b):\n    return _mm(a, b)")}),
+        "files": _sub(
+            s1,
+            **{
+                SEQ: _attack(s1, SEQ, f'os.remove("{canary}/delete.txt")\n_got_through = True'),
+                PATH: _attack(
+                    s1,
+                    PATH,
+                    f'getattr(os, "ren" + "ame")("{canary}/rename.txt", "{canary}/renamed.txt")\n'
+                    '_got_through = True',
+                ),
+                RNN: _attack(
+                    s1,
+                    RNN,
+                    f'os.close({OPEN}("{canary}/created.txt", os.O_CREAT | os.O_WRONLY))\n'
+                    '_got_through = True',
+                ),
+                ATT: _attack(
+                    s1,
+                    ATT,
+                    f'os.close({OPEN}("{sols}/{s1}.ipynb", os.O_WRONLY | os.O_APPEND))\n'
+                    f'os.close({OPEN}("{pkg_file}", os.O_CREAT | os.O_WRONLY))\n_got_through = '
+                    'True',
+                ),
+            },
+        ),
+        "neighbours": _sub(
+            s1,
+            **{
+                SEQ: _attack(
+                    s1,
+                    SEQ,
+                    f'_fd = {OPEN}("{folder}/files.ipynb", os.O_RDONLY)\n'
+                    '_got_through = len(os.read(_fd, 100)) > 0',
+                ),
+                PATH: _attack(
+                    s1,
+                    PATH,
+                    '_s = getattr(sys, "mod" + "ules")["socket"].create_connection('
+                    f'("127.0.0.1", {port}), timeout=2)\n_got_through = True',
+                ),
+                RNN: _attack(
+                    s1,
+                    RNN,
+                    '_n = 0\nfor _i in range(200):\n'
+                    '    if getattr(os, "fo" + "rk")() == 0:\n        os._exit(0)\n'
+                    '    _n += 1\n_got_through = _n > 0',
+                ),
+                ATT: _attack(
+                    s1, ATT, "os.kill(os.getppid(), 9)\nos.kill(1, 9)\n_got_through = True"
+                ),
+            },
+        ),
+        "disk_and_routes": _sub(
+            s1,
+            **{
+                SEQ: _attack(
+                    s1,
+                    SEQ,
+                    '_fd = ' + OPEN + '("fill.bin", os.O_CREAT | os.O_WRONLY)\n'
+                    '_chunk = bytes(1 << 20)\nwhile True:\n    os.write(_fd, _chunk)',
+                ),
+                ATT: {
+                    "code": "_attn = getattr(F, 'scaled_dot_' + 'product_attention')\n"
+                    "def self_attention(x):\n    return _attn(x, x, x)"
+                },
+            },
+        ),
+        "matmul_operator": _sub(
+            s2,
+            matmul={
+                "code": (
+                    "import operator\n_ops = [lambda a, b: operator.imatmul(a, b)]  # a @= b\n"
+                    "def matmul(a, b):\n    return _ops[0](a, b)"
+                )
+            },
+        ),
+        "matmul_alias": _sub(
+            s2,
+            matmul={
+                "code": (
+                    "_mm = getattr(torch, 'mat' + 'mul')\ndef matmul(a, b):\n    return _mm(a, b)"
+                )
+            },
+        ),
         "correct": _sub(s2),
     }
     for name, nb in subs.items():
         nbformat.write(nb, folder / f"{name}.ipynb")
     out = base / "grades"
     try:
-        code = grading.main(["--batch", str(folder), "--out", str(out), "--solutions", str(sols),
-                             "--time-limit", "20"])
-        reports = {p.name.removesuffix(".grade.json"): json.loads(p.read_text()) for p in out.glob("*.grade.json")}
+        code = grading.main(
+            [
+                "--batch",
+                str(folder),
+                "--out",
+                str(out),
+                "--solutions",
+                str(sols),
+                "--time-limit",
+                "20",
+            ]
+        )
+        reports = {
+            p.name.removesuffix(".grade.json"): json.loads(p.read_text())
+            for p in out.glob("*.grade.json")
+        }
         rows = list(csv.DictReader(open(out / "gradebook.csv")))
         leaked = pkg_file.exists()
     finally:
         pkg_file.unlink(missing_ok=True)
         server.close()
-    return {"code": code, "reports": reports, "rows": rows, "canary": canary, "solutions": sols,
-            "leaked_into_package": leaked, "connections": connections, "n": len(subs)}
+    return {
+        "code": code,
+        "reports": reports,
+        "rows": rows,
+        "canary": canary,
+        "solutions": sols,
+        "leaked_into_package": leaked,
+        "connections": connections,
+        "n": len(subs),
+    }
 
 
 def _ex(rep, name):
@@ -368,8 +491,10 @@ def test_nothing_outside_the_scratch_folder_changes(hostile):
     for name in ("keep", "delete", "rename"):
         assert (canary / f"{name}.txt").read_text() == f"canary {name}\n"
     assert not hostile["leaked_into_package"]
-    assert nbformat.read(hostile["solutions"] / "01_why_transformers.ipynb", as_version=4).cells == \
-        nbformat.read(SOLUTIONS / "01_why_transformers.ipynb", as_version=4).cells
+    assert (
+        nbformat.read(hostile["solutions"] / "01_why_transformers.ipynb", as_version=4).cells
+        == nbformat.read(SOLUTIONS / "01_why_transformers.ipynb", as_version=4).cells
+    )
     # deleting, renaming, creating, writing into solutions/ and course_lib/: refused, full points
     _full(hostile["reports"]["files"], SEQ, PATH, RNN, ATT)
 
@@ -394,9 +519,11 @@ def test_filling_the_scratch_disk_only_fills_it(hostile):
 @pytest.mark.slow
 def test_forbidden_functions_fail_their_checks_whatever_the_route(hostile):
     reps = hostile["reports"]
-    for rep, name, called in ((reps["disk_and_routes"], ATT, "scaled_dot_product_attention"),
-                              (reps["matmul_operator"], "matmul", "matmul"),
-                              (reps["matmul_alias"], "matmul", "matmul")):
+    for rep, name, called in (
+        (reps["disk_and_routes"], ATT, "scaled_dot_product_attention"),
+        (reps["matmul_operator"], "matmul", "matmul"),
+        (reps["matmul_alias"], "matmul", "matmul"),
+    ):
         e = _ex(rep, name)
         assert e["status"] == "graded" and e["points"] == 0, e
         assert all(f"your code called {called}" in c["detail"] for c in e["checks"]), e

@@ -11,6 +11,7 @@ Authoring a new notebook: build it with ``new_notebook``, ``setup_cell``, ``text
 ``answer_cell`` and ``check_cell`` (the Colab set-up cell comes from ``tools.colab``), save it
 as ``solutions/NN_name.ipynb``, then run ``python -m tools.exercises --execute NN_name``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,14 +23,34 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading.spec import (MARKER, checks_in_source, load_spec, meta, role, slug, stub_answer,
-                                     wrong_answer_source)
+from course_lib.grading.spec import (
+    MARKER,
+    checks_in_source,
+    load_spec,
+    meta,
+    role,
+    slug,
+    stub_answer,
+    wrong_answer_source,
+)
 from course_lib.grading.verdict import pass_lines
 
 from . import ROOT
 
-__all__ = ["SOLUTIONS", "EXERCISES", "make_exercise", "make_submission", "sync_checks", "validate",
-           "new_notebook", "setup_cell", "text_cell", "answer_cell", "check_cell", "colab_setup_cell"]
+__all__ = [
+    "SOLUTIONS",
+    "EXERCISES",
+    "make_exercise",
+    "make_submission",
+    "sync_checks",
+    "validate",
+    "new_notebook",
+    "setup_cell",
+    "text_cell",
+    "answer_cell",
+    "check_cell",
+    "colab_setup_cell",
+]
 
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
@@ -42,7 +63,9 @@ def sync_checks(nb) -> bool:
     changed = False
     for cell in nb.cells:
         if cell.cell_type == "code" and role(cell) == "check":
-            want = [{"name": c.name, "hint": c.hint} for c in checks_in_source(cell.source, cell.id)]
+            want = [
+                {"name": c.name, "hint": c.hint} for c in checks_in_source(cell.source, cell.id)
+            ]
             if cell.metadata["course"].get("checks") != want:
                 cell.metadata["course"]["checks"] = want
                 changed = True
@@ -63,7 +86,13 @@ def make_exercise(nb):
             r = m["role"]
             if r == "answer":
                 new = nbformat.v4.new_code_cell(stub_answer(cell.source, m["exercise"]))
-                new.metadata = {"course": {"role": "answer", "exercise": m["exercise"], "points": m.get("points", 1)}}
+                new.metadata = {
+                    "course": {
+                        "role": "answer",
+                        "exercise": m["exercise"],
+                        "points": m.get("points", 1),
+                    }
+                }
             else:
                 new = nbformat.v4.new_code_cell(cell.source)
                 new.metadata = {"editable": False, "deletable": False, "course": {"role": r}}
@@ -99,7 +128,11 @@ def make_submission(sol, choose: dict | None = None):
 
 
 def dumps(nb) -> str:
-    return nbformat.writes(nb) + "\n" if not nbformat.writes(nb).endswith("\n") else nbformat.writes(nb)
+    return (
+        nbformat.writes(nb) + "\n"
+        if not nbformat.writes(nb).endswith("\n")
+        else nbformat.writes(nb)
+    )
 
 
 def validate(nb, stem: str) -> list[str]:
@@ -112,23 +145,49 @@ def validate(nb, stem: str) -> list[str]:
     if nb.metadata.get("course", {}).get("notebook") != stem:
         problems.append(f"{stem}: notebook metadata course.notebook must be {stem!r}.")
     first = next((c for c in nb.cells if c.cell_type == "code"), None)
-    if first is None or first.id != "colab-setup" or "remove-cell" not in first.metadata.get("tags", []):
-        problems.append(f"{stem}: the first code cell must be the Colab set-up cell (id colab-setup, tag remove-cell).")
+    if (
+        first is None
+        or first.id != "colab-setup"
+        or "remove-cell" not in first.metadata.get("tags", [])
+    ):
+        problems.append(
+            f"{stem}: the first code cell must be the Colab set-up cell (id colab-setup, tag "
+            "remove-cell)."
+        )
     ids = [c.get("id") for c in nb.cells]
     if len(set(ids)) != len(ids) or not all(isinstance(i, str) and _ID_RE.match(i) for i in ids):
         problems.append(f"{stem}: cell ids must be unique, lower-case, readable (a-z, 0-9, -).")
     for cell in nb.cells:
         if "raises-exception" in cell.metadata.get("tags", []):
-            problems.append(f"{stem}: cell {cell.id}: do not use the raises-exception tag (nbval and Jupyter Book both act on it).")
-        if cell.cell_type == "code" and role(cell) in ("setup", "check") and cell.outputs and cell.execution_count is None:
-            problems.append(f"{stem}: cell {cell.id} has outputs but no execution count (nbval would not compare it).")
+            problems.append(
+                f"{stem}: cell {cell.id}: do not use the raises-exception tag (nbval and Jupyter "
+                "Book both act on it)."
+            )
+        if (
+            cell.cell_type == "code"
+            and role(cell) in ("setup", "check")
+            and cell.outputs
+            and cell.execution_count is None
+        ):
+            problems.append(
+                f"{stem}: cell {cell.id} has outputs but no execution count (nbval would not "
+                "compare it)."
+            )
         if cell.cell_type == "code" and role(cell) == "check":
             if cell.execution_count is None:
-                problems.append(f"{stem}: check cell {cell.id} is not executed; run `python -m tools.exercises --execute`.")
+                problems.append(
+                    f"{stem}: check cell {cell.id} is not executed; run `python -m tools.exercises "
+                    "--execute`."
+                )
             names = [c.name for c in checks_in_source(cell.source, cell.id)]
-            text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+            text = "".join(
+                o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream"
+            )
             if text.splitlines() != pass_lines(names):
-                problems.append(f"{stem}: check cell {cell.id}: stored output is not exactly one [PASS] line per check (re-execute).")
+                problems.append(
+                    f"{stem}: check cell {cell.id}: stored output is not exactly one [PASS] line "
+                    "per check (re-execute)."
+                )
     names = [ex.name for ex in spec.exercises]
     if len(set(names)) != len(names):
         problems.append(f"{stem}: exercise names must be unique.")
@@ -138,7 +197,9 @@ def validate(nb, stem: str) -> list[str]:
             problems.append(f"{where}: answer cell id must be {slug(ex.name)}-answer.")
         for i, cid in enumerate(ex.check_ids, 1):
             if cid != f"{slug(ex.name)}-check-{i}":
-                problems.append(f"{where}: check cell ids must be {slug(ex.name)}-check-1, -2, ...; got {cid}.")
+                problems.append(
+                    f"{where}: check cell ids must be {slug(ex.name)}-check-1, -2, ...; got {cid}."
+                )
         if len(ex.checks) < 2:
             problems.append(f"{where}: needs at least 2 checks.")
         cnames = [c.name for c in ex.checks]
@@ -148,8 +209,16 @@ def validate(nb, stem: str) -> list[str]:
             problems.append(f"{where}: needs at least one known-wrong answer in metadata 'wrong'.")
         for w in ex.wrong:
             fails = cnames if w.get("fails") == "all" else w.get("fails", [])
-            if not fails or any(f not in cnames for f in fails) or not w.get("why") or not w.get("code"):
-                problems.append(f"{where}: wrong answer {w.get('why')!r} needs why, code and fails (check names or 'all').")
+            if (
+                not fails
+                or any(f not in cnames for f in fails)
+                or not w.get("why")
+                or not w.get("code")
+            ):
+                problems.append(
+                    f"{where}: wrong answer {w.get('why')!r} needs why, code and fails (check "
+                    "names or 'all')."
+                )
         answer = next(c for c in nb.cells if c.get("id") == ex.answer_id)
         try:
             for w in ex.wrong:
@@ -157,9 +226,14 @@ def validate(nb, stem: str) -> list[str]:
         except ValueError as exc:
             problems.append(f"{where}: {exc}")
         if not answer.source.startswith(MARKER.format(name=ex.name)):
-            problems.append(f"{where}: the answer cell must start with {MARKER.format(name=ex.name)!r}.")
+            problems.append(
+                f"{where}: the answer cell must start with {MARKER.format(name=ex.name)!r}."
+            )
         if not any(w.get("fails") == "all" for w in ex.wrong):
-            problems.append(f"{where}: needs a trivial-stub wrong answer (identity/zeros/input) with fails: 'all'.")
+            problems.append(
+                f"{where}: needs a trivial-stub wrong answer (identity/zeros/input) with fails: "
+                "'all'."
+            )
     return problems
 
 
@@ -173,7 +247,12 @@ def execute_solution(path: Path, timeout: int = 300) -> None:
     env_threads = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+        NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        ).execute()
     finally:
         if env_threads is None:
             os.environ.pop("OMP_NUM_THREADS", None)
@@ -186,12 +265,24 @@ def execute_solution(path: Path, timeout: int = 300) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tools.exercises", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if exercises/ or metadata are stale")
-    ap.add_argument("--execute", action="store_true", help="re-execute the solution notebooks first")
+    ap = argparse.ArgumentParser(
+        prog="python -m tools.exercises", description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if exercises/ or metadata are stale",
+    )
+    ap.add_argument(
+        "--execute", action="store_true", help="re-execute the solution notebooks first"
+    )
     ap.add_argument("names", nargs="*", help="notebook stems (default: every solutions/*.ipynb)")
     args = ap.parse_args(argv)
-    paths = sorted(SOLUTIONS.glob("*.ipynb")) if not args.names else [SOLUTIONS / f"{n}.ipynb" for n in args.names]
+    paths = (
+        sorted(SOLUTIONS.glob("*.ipynb"))
+        if not args.names
+        else [SOLUTIONS / f"{n}.ipynb" for n in args.names]
+    )
     problems: list[str] = []
     for path in paths:
         stem = path.stem
@@ -200,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         nb = nbformat.read(path, as_version=4)
         if sync_checks(nb):
             if args.check:
-                problems.append(f"{stem}: check metadata out of date; run python -m tools.exercises")
+                problems.append(
+                    f"{stem}: check metadata out of date; run python -m tools.exercises"
+                )
             else:
                 nbformat.write(nb, path)
         problems += validate(nb, stem)
@@ -208,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         text = dumps(make_exercise(nb))
         if args.check:
             if not out.exists() or out.read_text() != text:
-                problems.append(f"{stem}: exercises/{path.name} differs from regenerating it; run python -m tools.exercises")
+                problems.append(
+                    f"{stem}: exercises/{path.name} differs from regenerating it; run python -m "
+                    "tools.exercises"
+                )
         else:
             out.parent.mkdir(exist_ok=True)
             out.write_text(text)
@@ -220,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
 
 # --------------------------------------------------------------------------- authoring helpers
 def colab_setup_cell():
-    """The Colab set-up cell (id ``colab-setup``, tag ``remove-cell``), as ``tools.colab`` writes it."""
+    """The Colab set-up cell (id ``colab-setup``, tag ``remove-cell``), as ``tools.colab`` writes
+    it."""
     from .colab import SETUP_CELL_ID, SETUP_TAG, setup_cell_source
 
     return setup_cell(setup_cell_source(), SETUP_CELL_ID, tags=[SETUP_TAG])
@@ -237,7 +334,11 @@ def new_notebook(stem: str, title: str):
 
 
 def _cell(kind, source, cid, course, tags=None):
-    c = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)
+    c = (
+        nbformat.v4.new_code_cell(source)
+        if kind == "code"
+        else nbformat.v4.new_markdown_cell(source)
+    )
     c.id = cid
     c.metadata = {"course": course}
     if tags:
@@ -254,10 +355,18 @@ def text_cell(source: str, cid: str):
 
 
 def answer_cell(exercise: str, source: str, points: float, wrong: list[dict], forbid=()):
-    src = MARKER.format(name=exercise) + " your answer goes in this cell (add cells below it if you like).\n"
+    src = (
+        MARKER.format(name=exercise)
+        + " your answer goes in this cell (add cells below it if you like).\n"
+    )
     src += textwrap.dedent(source).strip("\n")
-    course = {"role": "answer", "exercise": exercise, "points": points, "forbid": list(forbid),
-              "wrong": [{**w, "code": _dedent(w["code"])} for w in wrong]}
+    course = {
+        "role": "answer",
+        "exercise": exercise,
+        "points": points,
+        "forbid": list(forbid),
+        "wrong": [{**w, "code": _dedent(w["code"])} for w in wrong],
+    }
     return _cell("code", src, f"{slug(exercise)}-answer", course)
 
 
@@ -268,8 +377,12 @@ def _dedent(code):
 
 
 def check_cell(exercise: str, n: int, source: str):
-    return _cell("code", textwrap.dedent(source).strip("\n"), f"{slug(exercise)}-check-{n}",
-                 {"role": "check", "exercise": exercise})
+    return _cell(
+        "code",
+        textwrap.dedent(source).strip("\n"),
+        f"{slug(exercise)}-check-{n}",
+        {"role": "check", "exercise": exercise},
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ torch once (``_Server``, started once per grader process), fed one message per e
 student's process finishes it, so that judging overlaps with the student's run. Its verdicts
 are returned to the grader over the same connection.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -40,8 +41,10 @@ class _StudentOnly:
         object.__setattr__(self, "_name", name)
 
     def _refuse(self, *_: Any, **__: Any) -> Any:
-        raise RuntimeError(f"{self._name} is the student's and runs only in the student's process: "
-                           "call it inside a check's lambda")
+        raise RuntimeError(
+            f"{self._name} is the student's and runs only in the student's process: "
+            "call it inside a check's lambda"
+        )
 
     __call__ = _refuse
 
@@ -67,7 +70,9 @@ def _outcomes_by_cell(results: Any, cell_ids: set[str]) -> dict[str, list]:
 def serve(conn, plan: dict) -> None:
     """The checker process's main loop (see the module docstring). ``plan``: ``cells`` (setup
     and check cells in notebook order: id, role, exercise, source), ``student_names``."""
-    torch.set_num_threads(1)  # the references are small; one thread gives the same floats everywhere
+    torch.set_num_threads(
+        1
+    )  # the references are small; one thread gives the same floats everywhere
     checks.set_mode("checker")
     ns: dict = {"__name__": "__main__", "__builtins__": builtins}
     for name in plan.get("student_names", []):
@@ -95,17 +100,22 @@ def serve(conn, plan: dict) -> None:
             msg = outcome_of(ex)
             judged = msg.get("status") == "graded"
             checks.set_mode("checker" if judged else "skip")
-            by_cell = _outcomes_by_cell(msg.get("results"), cells_of.get(ex, set())) if judged else {}
+            by_cell = (
+                _outcomes_by_cell(msg.get("results"), cells_of.get(ex, set())) if judged else {}
+            )
             checks.begin_cell(cell["id"], by_cell.get(cell["id"], []))
         try:
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
                 exec(compile(cell["source"], f"<{cell['role']} {cell['id']}>", "exec"), ns)  # noqa: S102 - trusted cells
         except Exception as exc:  # noqa: BLE001 - reported with the exercise (a bug in the course's cell)
             if cell["role"] == "setup":
-                conn.send({"fatal": f"setup cell {cell['id']} failed in the checker: {type(exc).__name__}: {exc}"})
+                why = f"{type(exc).__name__}: {exc}"
+                conn.send({"fatal": f"setup cell {cell['id']} failed in the checker: {why}"})
                 return
-            errors.setdefault(ex, []).append(f"check cell {cell['id']} failed in the checker: "
-                                             f"{type(exc).__name__}: {checks._clean(str(exc))}")
+            errors.setdefault(ex, []).append(
+                f"check cell {cell['id']} failed in the checker: "
+                f"{type(exc).__name__}: {checks._clean(str(exc))}"
+            )
         sink.seek(0)
         sink.truncate()
         if cell["role"] == "check":
@@ -125,8 +135,11 @@ class _Server:
         import sys
 
         self.sock, theirs = socket.socketpair()
-        self.proc = subprocess.Popen([sys.executable, "-m", "course_lib.grading.checker", str(theirs.fileno())],
-                                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "course_lib.grading.checker", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+        )
         theirs.close()
 
     def alive(self) -> bool:

@@ -4,7 +4,8 @@ Every check names itself, takes the student's code as a zero-argument callable (
 attention(q, k, v)``), a reference or a predicate, and a hint::
 
     [PASS] attention: output matches F.scaled_dot_product_attention
-    [FAIL] attention: output matches F.scaled_dot_product_attention: values differ beyond the tolerance. Hint: divide the scores by sqrt(d_k) before the softmax.
+    [FAIL] attention: output matches F.scaled_dot_product_attention: values differ beyond the
+    tolerance. Hint: divide the scores by sqrt(d_k) before the softmax.
 
 The same check cell runs in three places, and the module's *mode* says which:
 
@@ -24,6 +25,7 @@ seeded generator), usually with PyTorch's own function. Verdict lines never cont
 tensors or memory addresses, so they are identical across runs and thread counts. The line
 format lives in ``verdict``; the grading processes are ``student`` and ``checker``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,7 +41,12 @@ from . import guard, wire
 from .verdict import format_verdict
 
 __all__ = ["check_close", "check_equal", "check_true", "check_raises", "randn", "randint"]
-CHECK_FUNCS = ("check_close", "check_equal", "check_true", "check_raises")  # the calls a check cell makes
+CHECK_FUNCS = (
+    "check_close",
+    "check_equal",
+    "check_true",
+    "check_raises",
+)  # the calls a check cell makes
 MODES = ("live", "student", "checker", "skip")
 
 _MAX_CAPTURE = 20_000  # characters of student output kept while a check runs (the rest is dropped)
@@ -111,15 +118,20 @@ class _CappedWriter(io.TextIOBase):
 class _Outcome:
     """What calling the student's code gave: a value, or an error (why it is a fail), and for
     ``check_raises`` the names of the raised exception's classes (None: nothing raised)."""
+
     __slots__ = ("value", "error", "raised")
 
-    def __init__(self, value: Any = None, error: str | None = None, raised: list[str] | None = None) -> None:
+    def __init__(
+        self, value: Any = None, error: str | None = None, raised: list[str] | None = None
+    ) -> None:
         self.value, self.error, self.raised = value, error, raised
 
 
 def _forbidden_reason(hits: list[str]) -> str:
-    return (f"your code called {hits[0]}, which this exercise asks you to write yourself "
-            "(it may not be called by any route)")
+    return (
+        f"your code called {hits[0]}, which this exercise asks you to write yourself "
+        "(it may not be called by any route)"
+    )
 
 
 def _clean(msg: str) -> str:
@@ -146,18 +158,26 @@ def _run_student(student: Callable[[], Any], expect_raise: bool = False) -> _Out
 def _call_captured(student: Callable[[], Any], hits: list[str], expect_raise: bool) -> _Outcome:
     sink = _CappedWriter()
     try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-                warnings.catch_warnings(), guard.watching() as seen:
+        with (
+            contextlib.redirect_stdout(sink),
+            contextlib.redirect_stderr(sink),
+            warnings.catch_warnings(),
+            guard.watching() as seen,
+        ):
             warnings.simplefilter("ignore")
             try:
                 return _Outcome(value=student())
             finally:
                 hits.extend(seen)
     except NotImplementedError:
-        return _Outcome(error="not implemented yet (the TODO stub still raises NotImplementedError)")
+        return _Outcome(
+            error="not implemented yet (the TODO stub still raises NotImplementedError)"
+        )
     except SystemExit:
-        return _Outcome(error="your code called sys.exit() (or exit()); "
-                              + ("raise the exception instead" if expect_raise else "return a value instead"))
+        return _Outcome(
+            error="your code called sys.exit() (or exit()); "
+            + ("raise the exception instead" if expect_raise else "return a value instead")
+        )
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # any student error becomes a FAIL line, never a crash
@@ -169,7 +189,9 @@ def _call_captured(student: Callable[[], Any], hits: list[str], expect_raise: bo
 
 def _verdict(name: str, ok: bool, reason: str, hint: str) -> None:
     if _state.mode == "checker":
-        _state.verdicts.append({"cell": _state.cell, "name": name, "passed": ok, "reason": reason, "hint": hint})
+        _state.verdicts.append(
+            {"cell": _state.cell, "name": name, "passed": ok, "reason": reason, "hint": hint}
+        )
     else:
         print(format_verdict(name, ok, reason, hint))
 
@@ -183,7 +205,12 @@ def _check_args(name: Any, hint: Any) -> None:
 
 def _record(name: str, out: _Outcome) -> None:
     """Student mode: the outcome as plain data (a value that cannot cross becomes an error)."""
-    rec: dict[str, Any] = {"cell": _state.cell, "index": _state.index, "name": name, "error": out.error}
+    rec: dict[str, Any] = {
+        "cell": _state.cell,
+        "index": _state.index,
+        "name": name,
+        "error": out.error,
+    }
     if out.error is None:
         if out.raised is not None:
             rec["raised"] = [str(n) for n in out.raised][:64]
@@ -191,8 +218,10 @@ def _record(name: str, out: _Outcome) -> None:
             try:
                 rec["value"] = wire.encode(out.value)
             except wire.Unsendable as exc:
-                rec["error"] = (f"returned {exc}, which the grader cannot compare: return tensors, numbers, "
-                                "strings, or lists, tuples and dicts of them")
+                rec["error"] = (
+                    f"returned {exc}, which the grader cannot compare: return tensors, numbers, "
+                    "strings, or lists, tuples and dicts of them"
+                )
             except Exception as exc:  # a value whose conversion raises (the student's own class)
                 rec["error"] = f"the returned value could not be read ({type(exc).__name__})"
     _state.results.append(rec)
@@ -202,8 +231,10 @@ def _received(name: str, expect_raise: bool) -> _Outcome:
     """Checker mode: the student's outcome for this check, rebuilt from plain data."""
     rec = _state.outcomes.get((_state.cell, _state.index))
     if not isinstance(rec, dict) or rec.get("name") != name:
-        return _Outcome(error="this check did not run in your process (an earlier error, a crash or the time "
-                              "limit stopped it)")
+        return _Outcome(
+            error="this check did not run in your process (an earlier error, a crash or the time "
+            "limit stopped it)"
+        )
     err = rec.get("error")
     if err is not None:
         text = str(err) if isinstance(err, str) else "a malformed error"
@@ -213,7 +244,11 @@ def _received(name: str, expect_raise: bool) -> _Outcome:
         raised = rec.get("raised")
         if raised is None:
             return _Outcome(raised=None)
-        if not isinstance(raised, list) or not all(isinstance(n, str) for n in raised) or not raised:
+        if (
+            not isinstance(raised, list)
+            or not all(isinstance(n, str) for n in raised)
+            or not raised
+        ):
             return _Outcome(error="a malformed result came back from your process")
         return _Outcome(raised=[n[:80] for n in raised[:64]])
     if "value" not in rec:
@@ -224,8 +259,13 @@ def _received(name: str, expect_raise: bool) -> _Outcome:
         return _Outcome(error=f"the value that came back could not be read ({exc})")
 
 
-def _check(name: str, hint: str, student: Callable[[], Any], judge: Callable[[_Outcome], str | None],
-           expect_raise: bool = False) -> None:
+def _check(
+    name: str,
+    hint: str,
+    student: Callable[[], Any],
+    judge: Callable[[_Outcome], str | None],
+    expect_raise: bool = False,
+) -> None:
     """One check in the current mode: get the outcome (call, record or receive), judge it."""
     _check_args(name, hint)
     mode = _state.mode
@@ -235,7 +275,11 @@ def _check(name: str, hint: str, student: Callable[[], Any], judge: Callable[[_O
         if mode == "student":
             _record(name, _run_student(student, expect_raise))
             return
-        out = _received(name, expect_raise) if mode == "checker" else _run_student(student, expect_raise)
+        out = (
+            _received(name, expect_raise)
+            if mode == "checker"
+            else _run_student(student, expect_raise)
+        )
         reason = judge(out)
         _verdict(name, reason is None, reason or "", hint)
     finally:
@@ -285,8 +329,15 @@ def _compare(got: Any, want: Any, atol: float, rtol: float) -> str | None:
     return None
 
 
-def check_close(name: str, student: Callable[[], Any], reference: Any, *, hint: str,
-                atol: float = 1e-5, rtol: float = 1e-4) -> None:
+def check_close(
+    name: str,
+    student: Callable[[], Any],
+    reference: Any,
+    *,
+    hint: str,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+) -> None:
     """PASS if ``student()`` returns a tensor (or tuple of tensors) with the reference's shapes
     and values within ``atol + rtol * |reference|`` (compared in float64)."""
     _check(name, hint, student, _value_judge(lambda got: _compare(got, reference, atol, rtol)))
@@ -319,8 +370,11 @@ def _exact(got: Any, expected: Any) -> str | None:
     elif isinstance(expected, numbers.Integral):
         ok = isinstance(got, numbers.Integral) and int(got) == int(expected)
     elif isinstance(expected, (tuple, list)):
-        ok = isinstance(got, (tuple, list, torch.Size)) and len(got) == len(expected) and all(
-            _exact(g, e) is None for g, e in zip(got, expected))
+        ok = (
+            isinstance(got, (tuple, list, torch.Size))
+            and len(got) == len(expected)
+            and all(_exact(g, e) is None for g, e in zip(got, expected))
+        )
     else:
         try:
             ok = bool(got == expected)
@@ -345,8 +399,14 @@ def _predicate_reason(predicate: Callable[[Any], Any], value: Any, why: str) -> 
     return None if res else why
 
 
-def check_true(name: str, student: Callable[[], Any], predicate: Callable[[Any], Any], *,
-               hint: str, why: str = "the required property does not hold") -> None:
+def check_true(
+    name: str,
+    student: Callable[[], Any],
+    predicate: Callable[[Any], Any],
+    *,
+    hint: str,
+    why: str = "the required property does not hold",
+) -> None:
     """PASS if ``predicate(student())`` is truthy. The predicate may also return a string: the
     reason for failing (an empty string means pass). A predicate that raises counts as a fail
     (the student's result had the wrong type or shape). When grading, the predicate runs in
@@ -354,15 +414,21 @@ def check_true(name: str, student: Callable[[], Any], predicate: Callable[[Any],
     _check(name, hint, student, _value_judge(lambda got: _predicate_reason(predicate, got, why)))
 
 
-def check_raises(name: str, student: Callable[[], Any], exception: type[BaseException] = ValueError,
-                 *, hint: str) -> None:
+def check_raises(
+    name: str, student: Callable[[], Any], exception: type[BaseException] = ValueError, *, hint: str
+) -> None:
     """PASS if ``student()`` raises ``exception`` (bad input must be rejected clearly)."""
+
     def judge(out: _Outcome) -> str | None:
         if out.error:
             return out.error
         if out.raised is None:
             return f"no exception was raised, expected {exception.__name__}"
-        return None if exception.__name__ in out.raised else f"raised {out.raised[0]}, expected {exception.__name__}"
+        return (
+            None
+            if exception.__name__ in out.raised
+            else f"raised {out.raised[0]}, expected {exception.__name__}"
+        )
 
     _check(name, hint, student, judge, expect_raise=True)
 

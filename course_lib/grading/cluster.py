@@ -1,4 +1,5 @@
-"""A batch's gradings on a Dask distributed cluster (``course-grade --batch DIR --scheduler ADDRESS``),
+"""A batch's gradings on a Dask distributed cluster (``course-grade --batch DIR --scheduler
+ADDRESS``),
 or on an in-process local one without ``--scheduler``: the same code either way.
 
 The client (the machine running ``course-grade``) walks the folder, reads each submission
@@ -22,6 +23,7 @@ suffice (as before), and a process-based LocalCluster measured ~6 s more per bat
 (starting the worker processes, each importing the grader and torch, and closing them) and
 ~300 MB of memory per worker, for nothing a grading needs.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -57,7 +59,9 @@ def _solutions_here(payload: dict) -> Path:
     with _here_lock:
         folder = _here.get(payload["digest"])
         if folder is None or not folder.is_dir():
-            folder = Path(tempfile.mkdtemp(prefix=f"course-grade-solutions-{payload['digest'][:12]}-"))
+            folder = Path(
+                tempfile.mkdtemp(prefix=f"course-grade-solutions-{payload['digest'][:12]}-")
+            )
             for name, data in payload["files"].items():
                 (folder / Path(name).name).write_bytes(data)
             _here[payload["digest"]] = folder
@@ -75,11 +79,14 @@ def grade_submission(data: bytes, name: str, stem: str, solutions: dict, options
         folder = _solutions_here(solutions)
         path = tmp / "submission.ipynb"
         path.write_bytes(data)
-        rep = grade_one(path, name, solution=folder / f"{stem}.ipynb", solutions_dir=folder, **options)
+        rep = grade_one(
+            path, name, solution=folder / f"{stem}.ipynb", solutions_dir=folder, **options
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     try:
         from distributed import get_worker
+
         rep["worker"] = get_worker().address  # which machine graded it (JSON report only)
     except ValueError:  # not on a Dask worker (a direct call)
         pass
@@ -102,19 +109,35 @@ def connect(scheduler: str | None, workers: int) -> Iterator[object]:
                 client.wait_for_workers(1, timeout=WORKER_WAIT)
             except TimeoutError:
                 from .notebooks import GraderError
-                raise GraderError(f"no worker joined the scheduler {scheduler} within {WORKER_WAIT:g} s; start "
-                                  "workers with: dask worker ADDRESS --nthreads 1") from None
+
+                raise GraderError(
+                    f"no worker joined the scheduler {scheduler} within {WORKER_WAIT:g} s; start "
+                    "workers with: dask worker ADDRESS --nthreads 1"
+                ) from None
             yield client
         finally:
             client.close()
         return
-    with LocalCluster(n_workers=1, threads_per_worker=max(1, workers), processes=False, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=max(1, workers),
+            processes=False,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         yield client
 
 
-def run_gradings(client, jobs: Iterator[tuple[str, bytes, str, str]], solutions: dict, options: dict,
-                 on_result: Callable[[str, object], None]) -> None:
+def run_gradings(
+    client,
+    jobs: Iterator[tuple[str, bytes, str, str]],
+    solutions: dict,
+    options: dict,
+    on_result: Callable[[str, object], None],
+) -> None:
     """Grade every (key, bytes, shown name, stem) of ``jobs`` (pulled lazily, at most two tasks
     per worker thread in flight); ``on_result(key, report or exception)`` as each ends."""
     from distributed import as_completed

@@ -2,7 +2,8 @@
 
     course-grade exercises/04_attention.ipynb                 # one submission
     course-grade --batch submissions/ --out grades/           # a class, in parallel, sandboxed
-    course-grade --batch submissions/ --out grades/ --scheduler tcp://HOST:8786   # on a Dask cluster (``cluster``)
+    course-grade --batch submissions/ --out grades/ --scheduler tcp://HOST:8786   # on a Dask
+    cluster (``cluster``)
     (or python -m course_lib.grading.grade ...; needs the ``grading`` extra)
 
 Only the student's answer code is taken from the submission (every code cell between the
@@ -23,6 +24,7 @@ Exit codes: 0 every check passed; 1 some check failed; 2 the notebook could not 
 3 grader error (or ``--batch`` without a sandbox and without ``--unsafe-no-sandbox``). The
 format of the notebooks is documented in ``exercises/README.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,14 +42,40 @@ import nbformat
 
 from . import sandbox as sandboxing
 from .lint import lint_answer, trusted_bindings
-from .notebooks import (GraderError, Unreadable, display_name, extract_answers, find_solution, find_solutions_dir,
-                        parse_notebook, read_notebook, read_submission, solution_stems)
+from .notebooks import (
+    GraderError,
+    Unreadable,
+    display_name,
+    extract_answers,
+    find_solution,
+    find_solutions_dir,
+    parse_notebook,
+    read_notebook,
+    read_submission,
+    solution_stems,
+)
 from .report import ExerciseResult, Gradebook, build_report, exercise_result, format_report
 from .runner import ExerciseRun, RunOutcome, run_exercises
 from .spec import NotebookSpec, load_spec, meta, role, stub_answer
 
-__all__ = ["grade", "grade_one", "grade_batch", "find_submissions", "lint_answer", "extract_answers", "Unreadable",
-           "GraderError", "main", "load", "splice", "run", "collect", "Job", "Plan", "resolve_sandbox"]
+__all__ = [
+    "grade",
+    "grade_one",
+    "grade_batch",
+    "find_submissions",
+    "lint_answer",
+    "extract_answers",
+    "Unreadable",
+    "GraderError",
+    "main",
+    "load",
+    "splice",
+    "run",
+    "collect",
+    "Job",
+    "Plan",
+    "resolve_sandbox",
+]
 
 DEFAULT_TIME_LIMIT = 30.0  # seconds per exercise (answer cells + check cells)
 DEFAULT_MEMORY_MB = 3072  # address-space limit of the grading processes (torch alone maps ~650 MB)
@@ -58,6 +86,7 @@ _trusted_bindings = trusted_bindings  # the name the tests used before the lint 
 @dataclass
 class Job:
     """What a grading reads: the submission, the solution notebook and its spec."""
+
     path: Path
     sub: object
     sol: object
@@ -71,6 +100,7 @@ class Job:
 class Plan:
     """What a grading runs: each exercise's answer code (the stub where rejected or missing),
     the stubs, the per-exercise results so far, and notes for the report."""
+
     answers: dict[str, list[str]]
     stubs: dict[str, list[str]]
     results: dict[str, ExerciseResult]
@@ -104,8 +134,11 @@ def splice(job: Job) -> Plan:
     sol_answer = {meta(c)["exercise"]: c.source for c in job.sol.cells if role(c) == "answer"}
     stubs = {name: [stub_answer(src, name)] for name, src in sol_answer.items()}
     for ex in job.spec.exercises:
-        problems = [p for code in answers[ex.name]
-                    for p in lint_answer(code, job.trusted, ex.forbid, ex.name, job.check_only)]
+        problems = [
+            p
+            for code in answers[ex.name]
+            for p in lint_answer(code, job.trusted, ex.forbid, ex.name, job.check_only)
+        ]
         if problems:
             results[ex.name].status = "rejected"
             results[ex.name].messages += [f"rejected by the answer lint: {p}" for p in problems]
@@ -117,29 +150,53 @@ def splice(job: Job) -> Plan:
     return Plan(answers, stubs, results, notes)
 
 
-def run(job: Job, plan: Plan, time_limit: float, memory_mb: int, threads: int | None,
-        sandbox: sandboxing.Sandbox | None, keep: Path | None = None) -> RunOutcome:
+def run(
+    job: Job,
+    plan: Plan,
+    time_limit: float,
+    memory_mb: int,
+    threads: int | None,
+    sandbox: sandboxing.Sandbox | None,
+    keep: Path | None = None,
+) -> RunOutcome:
     """Stage 3: the student's process and the checker (``runner``), in a fresh temporary
     folder (copied to ``keep``)."""
     tmp = Path(tempfile.mkdtemp(prefix="course-grade-"))
     try:
-        return run_exercises(job.sol, job.spec, plan.answers, plan.stubs, plan.rejected, time_limit, memory_mb,
-                             threads, sandbox, tmp)
+        return run_exercises(
+            job.sol,
+            job.spec,
+            plan.answers,
+            plan.stubs,
+            plan.rejected,
+            time_limit,
+            memory_mb,
+            threads,
+            sandbox,
+            tmp,
+        )
     finally:
         if keep:
             shutil.copytree(tmp, keep, dirs_exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def collect(job: Job, plan: Plan, outcome: RunOutcome, time_limit: float, memory_mb: int) -> dict[str, ExerciseResult]:
+def collect(
+    job: Job, plan: Plan, outcome: RunOutcome, time_limit: float, memory_mb: int
+) -> dict[str, ExerciseResult]:
     """Stage 4: per-check verdicts and statuses of every exercise."""
     for ex in job.spec.exercises:
         r = plan.results[ex.name]
         if r.status == "rejected":
             r.fail_all(ex, "rejected")
         else:
-            exercise_result(r, ex, outcome.exercises.get(ex.name, ExerciseRun("crashed", why="not run")),
-                            time_limit, memory_mb)
+            exercise_result(
+                r,
+                ex,
+                outcome.exercises.get(ex.name, ExerciseRun("crashed", why="not run")),
+                time_limit,
+                memory_mb,
+            )
     return plan.results
 
 
@@ -160,14 +217,24 @@ def resolve_sandbox(sandbox: bool | None) -> sandboxing.Sandbox | None:
         with _warned:
             if not _said_unsandboxed:
                 _said_unsandboxed = True
-                print(f"note: grading without an OS sandbox ({why}); fine for your own notebook, "
-                      "not for other people's.", file=sys.stderr)
+                print(
+                    f"note: grading without an OS sandbox ({why}); fine for your own notebook, "
+                    "not for other people's.",
+                    file=sys.stderr,
+                )
     return sb
 
 
-def grade(path: str | Path, solutions_dir: Path | None = None, solution: Path | None = None,
-          time_limit: float = DEFAULT_TIME_LIMIT, memory_mb: int = DEFAULT_MEMORY_MB,
-          threads: int | None = None, keep: Path | None = None, sandbox: bool | None = None) -> dict:
+def grade(
+    path: str | Path,
+    solutions_dir: Path | None = None,
+    solution: Path | None = None,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    threads: int | None = None,
+    keep: Path | None = None,
+    sandbox: bool | None = None,
+) -> dict:
     """Grade one submission; returns the report (a JSON-able dict). Raises Unreadable.
     ``sandbox``: None = bubblewrap where available; True = required; False = never."""
     t0 = time.monotonic()
@@ -176,13 +243,28 @@ def grade(path: str | Path, solutions_dir: Path | None = None, solution: Path | 
     sb = resolve_sandbox(sandbox)
     outcome = run(job, plan, time_limit, memory_mb, threads, sb, keep)
     results = collect(job, plan, outcome, time_limit, memory_mb)
-    return build_report(job.path, job.sol_path, job.spec, results, plan.notes, outcome.passes,
-                        time.monotonic() - t0, "bwrap" if sb else "none")
+    return build_report(
+        job.path,
+        job.sol_path,
+        job.spec,
+        results,
+        plan.notes,
+        outcome.passes,
+        time.monotonic() - t0,
+        "bwrap" if sb else "none",
+    )
 
 
 # --------------------------------------------------------------------------- batch
 def _failed(name: str, status: str, error: str, mode: str) -> dict:
-    return {"submission": name, "status": status, "error": error, "score": 0.0, "max_score": None, "sandbox": mode}
+    return {
+        "submission": name,
+        "status": status,
+        "error": error,
+        "score": 0.0,
+        "max_score": None,
+        "sandbox": mode,
+    }
 
 
 def grade_one(path: Path, name: str | None = None, **kwargs) -> dict:
@@ -195,12 +277,16 @@ def grade_one(path: Path, name: str | None = None, **kwargs) -> dict:
     except Unreadable as exc:
         return _failed(name, "unreadable", str(exc).replace(str(path), name), mode)
     except Exception as exc:  # one bad submission never stops the batch
-        return _failed(name, "grader error", f"{type(exc).__name__}: {exc}".replace(str(path), name), mode)
+        return _failed(
+            name, "grader error", f"{type(exc).__name__}: {exc}".replace(str(path), name), mode
+        )
     rep["submission"] = name
     return rep
 
 
-def _grade_one(args) -> dict:  # the former entry point of a batch's gradings: (path, kwargs) -> report
+def _grade_one(
+    args,
+) -> dict:  # the former entry point of a batch's gradings: (path, kwargs) -> report
     path, kwargs = args
     return grade_one(path, **kwargs)
 
@@ -232,8 +318,14 @@ def find_submissions(folder: Path, out: Path | None = None) -> list[str]:
     return sorted(found)
 
 
-def grade_batch(folder: Path, out: Path, workers: int | None = None, sandbox: bool | None = None,
-                scheduler: str | None = None, **kwargs) -> list[dict]:
+def grade_batch(
+    folder: Path,
+    out: Path,
+    workers: int | None = None,
+    sandbox: bool | None = None,
+    scheduler: str | None = None,
+    **kwargs,
+) -> list[dict]:
     """Grade every .ipynb under ``folder`` on a Dask cluster: the scheduler at ``scheduler``
     (``tcp://HOST:PORT``), or an in-process local one with ``workers`` gradings at a time
     (default: cores). Each JSON report is written to ``out`` as soon as its grading ends, and
@@ -285,7 +377,9 @@ def grade_batch(folder: Path, out: Path, workers: int | None = None, sandbox: bo
 
     try:
         with cluster.connect(scheduler, workers or os.cpu_count() or 1) as client:
-            cluster.run_gradings(client, jobs(), cluster.solutions_payload(solutions_dir, stems), kwargs, record)
+            cluster.run_gradings(
+                client, jobs(), cluster.solutions_payload(solutions_dir, stems), kwargs, record
+            )
     finally:
         bar.close()
     return book.in_order()
@@ -301,28 +395,66 @@ def _say(text: str, file=None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="course-grade", description="Grade exercise notebooks against their solutions.")
+    ap = argparse.ArgumentParser(
+        prog="course-grade", description="Grade exercise notebooks against their solutions."
+    )
     ap.add_argument("notebook", nargs="?", help="the saved exercise notebook to grade")
-    ap.add_argument("--batch", metavar="DIR", help="grade every .ipynb under DIR in parallel (sandboxed)")
-    ap.add_argument("--out", metavar="DIR", help="batch: where reports and gradebook.csv go (default DIR/_grades)")
-    ap.add_argument("--report", metavar="PATH", help="single: JSON report path (default NOTEBOOK.grade.json)")
-    ap.add_argument("--solutions", metavar="DIR", default=None,
-                    help="folder of solution notebooks (default: the solutions/ of the course clone the notebook or the current folder is in)")
-    ap.add_argument("--solution", metavar="PATH", help="single: the solution notebook to grade against")
-    ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, help="seconds per exercise")
-    ap.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="address-space limit (0: none)")
+    ap.add_argument(
+        "--batch", metavar="DIR", help="grade every .ipynb under DIR in parallel (sandboxed)"
+    )
+    ap.add_argument(
+        "--out",
+        metavar="DIR",
+        help="batch: where reports and gradebook.csv go (default DIR/_grades)",
+    )
+    ap.add_argument(
+        "--report", metavar="PATH", help="single: JSON report path (default NOTEBOOK.grade.json)"
+    )
+    ap.add_argument(
+        "--solutions",
+        metavar="DIR",
+        default=None,
+        help="folder of solution notebooks (default: the solutions/ of the course clone the "
+        "notebook or the current folder is in)",
+    )
+    ap.add_argument(
+        "--solution", metavar="PATH", help="single: the solution notebook to grade against"
+    )
+    ap.add_argument(
+        "--time-limit", type=float, default=DEFAULT_TIME_LIMIT, help="seconds per exercise"
+    )
+    ap.add_argument(
+        "--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="address-space limit (0: none)"
+    )
     ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the kernel")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="batch without --scheduler: parallel gradings (default: cores)")
-    ap.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                    help="batch: grade on the Dask cluster of this scheduler (tcp://HOST:8786); every worker "
-                         "needs course_lib[grading] and bubblewrap (default: a local cluster)")
-    ap.add_argument("--keep", metavar="DIR", help="keep the graded notebook and pytest log here (debugging)")
-    ap.add_argument("--unsafe-no-sandbox", action="store_true",
-                    help="grade without the bubblewrap sandbox (a batch refuses to otherwise)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="batch without --scheduler: parallel gradings (default: cores)",
+    )
+    ap.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="batch: grade on the Dask cluster of this scheduler (tcp://HOST:8786); every worker "
+        "needs course_lib[grading] and bubblewrap (default: a local cluster)",
+    )
+    ap.add_argument(
+        "--keep", metavar="DIR", help="keep the graded notebook and pytest log here (debugging)"
+    )
+    ap.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="grade without the bubblewrap sandbox (a batch refuses to otherwise)",
+    )
     args = ap.parse_args(argv)
-    kwargs = dict(solutions_dir=Path(args.solutions) if args.solutions else None, time_limit=args.time_limit,
-                  memory_mb=args.memory_mb, threads=args.threads)
+    kwargs = dict(
+        solutions_dir=Path(args.solutions) if args.solutions else None,
+        time_limit=args.time_limit,
+        memory_mb=args.memory_mb,
+        threads=args.threads,
+    )
     try:
         if args.batch:
             folder = Path(args.batch)
@@ -330,24 +462,48 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: --batch {folder}: not a folder", file=sys.stderr)
                 return 2
             if not args.unsafe_no_sandbox and not args.scheduler and sandboxing.probe()[0] is None:
-                print(f"error: --batch grades other people's code, and there is no OS sandbox here "
-                      f"({sandboxing.probe()[1]}). Install bubblewrap, or pass --unsafe-no-sandbox to "
-                      "grade without one.", file=sys.stderr)
+                print(
+                    f"error: --batch grades other people's code, and there is no OS sandbox here "
+                    f"({sandboxing.probe()[1]}). Install bubblewrap, or pass --unsafe-no-sandbox "
+                    "to "
+                    "grade without one.",
+                    file=sys.stderr,
+                )
                 return 3
             out = Path(args.out) if args.out else folder / "_grades"
-            reports = grade_batch(folder, out, workers=args.workers, sandbox=False if args.unsafe_no_sandbox else True,
-                                  scheduler=args.scheduler, **kwargs)
-            counts = {s: sum(r["status"] == s for r in reports) for s in ("graded", "unreadable", "grader error")}
-            mode = "unsandboxed (--unsafe-no-sandbox)" if args.unsafe_no_sandbox else "in the bubblewrap sandbox"
+            reports = grade_batch(
+                folder,
+                out,
+                workers=args.workers,
+                sandbox=False if args.unsafe_no_sandbox else True,
+                scheduler=args.scheduler,
+                **kwargs,
+            )
+            counts = {
+                s: sum(r["status"] == s for r in reports)
+                for s in ("graded", "unreadable", "grader error")
+            }
+            mode = (
+                "unsandboxed (--unsafe-no-sandbox)"
+                if args.unsafe_no_sandbox
+                else "in the bubblewrap sandbox"
+            )
             where = f" on {args.scheduler}" if args.scheduler else ""
-            _say(f"{len(reports)} submissions graded {mode}{where}: {counts['graded']} graded, {counts['unreadable']} "
-                 f"unreadable, {counts['grader error']} grader errors; gradebook: {display_name(out / 'gradebook.csv')}")
+            _say(
+                f"{len(reports)} submissions graded {mode}{where}: {counts['graded']} graded, "
+                f"{counts['unreadable']} unreadable, {counts['grader error']} grader errors; "
+                f"gradebook: {display_name(out / 'gradebook.csv')}"
+            )
             return 3 if counts["grader error"] else 0
         if not args.notebook:
             ap.error("give a notebook to grade, or --batch DIR")
-        rep = grade(args.notebook, solution=Path(args.solution) if args.solution else None,
-                    keep=Path(args.keep) if args.keep else None,
-                    sandbox=False if args.unsafe_no_sandbox else None, **kwargs)
+        rep = grade(
+            args.notebook,
+            solution=Path(args.solution) if args.solution else None,
+            keep=Path(args.keep) if args.keep else None,
+            sandbox=False if args.unsafe_no_sandbox else None,
+            **kwargs,
+        )
     except Unreadable as exc:
         _say(f"error: {exc}", sys.stderr)
         return 2

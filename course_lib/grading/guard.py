@@ -18,6 +18,7 @@ Calls made by a torch function the student called are not seen (a mode is off wh
 handles a call): only what the student's own code calls counts, so an allowed function that
 uses a forbidden one internally stays allowed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,7 +40,7 @@ def normalise(name: str) -> str:
     """The comparable form of a function name: ``__matmul__`` -> ``matmul``, ``addmm_`` ->
     ``addmm``, ``linalg_multi_dot`` -> ``multi_dot``."""
     name = name.strip("_")
-    return name[len("linalg_"):] if name.startswith("linalg_") else name
+    return name[len("linalg_") :] if name.startswith("linalg_") else name
 
 
 def forbid_calls(names: Iterable[str]) -> None:

@@ -10,6 +10,7 @@ guard (``guard``, in the check helpers) and the OS sandbox (``sandbox``) are wha
 The rules are a table of per-node methods of ``_Lint`` (an ``ast.NodeVisitor``): one small
 ``visit_*`` per kind of node.
 """
+
 from __future__ import annotations
 
 import ast
@@ -18,22 +19,113 @@ from .spec import NotebookSpec, role
 
 __all__ = ["lint_answer", "trusted_bindings"]
 
-_BANNED_MODULES = {"builtins", "ctypes", "gc", "inspect", "IPython", "ipykernel", "importlib", "atexit",
-                   "signal", "threading", "multiprocessing", "_thread", "faulthandler", "course_lib",
-                   "subprocess", "pty", "asyncio", "concurrent", "io", "pathlib", "shutil", "tempfile",
-                   "glob", "fileinput", "mmap", "socket", "pickle", "marshal"}
-_BANNED_NAMES = {"get_ipython", "__builtins__", "__import__", "exec", "eval", "compile", "globals",
-                 "locals", "vars", "breakpoint", "setattr", "delattr", "open"}
-_BANNED_ATTRS = {"__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__dict__",
-                 "f_globals", "f_locals", "f_back", "f_builtins", "_getframe", "modules", "stdout", "stderr",
-                 "__stdout__", "__stderr__", "settrace", "setprofile", "displayhook", "excepthook",
-                 "system", "fork", "forkpty", "popen", "posix_spawn", "posix_spawnp", "execv", "execve",
-                 "execl", "execle", "execlp", "execlpe", "execvp", "execvpe", "spawnl", "spawnle", "spawnv",
-                 "spawnve", "spawnlp", "spawnlpe", "spawnvp", "spawnvpe",
-                 # files: the grading folder holds the graded notebook and the cell records
-                 "open", "fdopen", "listdir", "scandir", "walk", "unlink", "rename", "renames",
-                 "makedirs", "mkdir", "rmdir", "chdir", "dup", "dup2", "symlink",
-                 "save", "load"}
+_BANNED_MODULES = {
+    "builtins",
+    "ctypes",
+    "gc",
+    "inspect",
+    "IPython",
+    "ipykernel",
+    "importlib",
+    "atexit",
+    "signal",
+    "threading",
+    "multiprocessing",
+    "_thread",
+    "faulthandler",
+    "course_lib",
+    "subprocess",
+    "pty",
+    "asyncio",
+    "concurrent",
+    "io",
+    "pathlib",
+    "shutil",
+    "tempfile",
+    "glob",
+    "fileinput",
+    "mmap",
+    "socket",
+    "pickle",
+    "marshal",
+}
+_BANNED_NAMES = {
+    "get_ipython",
+    "__builtins__",
+    "__import__",
+    "exec",
+    "eval",
+    "compile",
+    "globals",
+    "locals",
+    "vars",
+    "breakpoint",
+    "setattr",
+    "delattr",
+    "open",
+}
+_BANNED_ATTRS = {
+    "__globals__",
+    "__code__",
+    "__closure__",
+    "__builtins__",
+    "__subclasses__",
+    "__dict__",
+    "f_globals",
+    "f_locals",
+    "f_back",
+    "f_builtins",
+    "_getframe",
+    "modules",
+    "stdout",
+    "stderr",
+    "__stdout__",
+    "__stderr__",
+    "settrace",
+    "setprofile",
+    "displayhook",
+    "excepthook",
+    "system",
+    "fork",
+    "forkpty",
+    "popen",
+    "posix_spawn",
+    "posix_spawnp",
+    "execv",
+    "execve",
+    "execl",
+    "execle",
+    "execlp",
+    "execlpe",
+    "execvp",
+    "execvpe",
+    "spawnl",
+    "spawnle",
+    "spawnv",
+    "spawnve",
+    "spawnlp",
+    "spawnlpe",
+    "spawnvp",
+    "spawnvpe",
+    # files: the grading folder holds the graded notebook and the cell records
+    "open",
+    "fdopen",
+    "listdir",
+    "scandir",
+    "walk",
+    "unlink",
+    "rename",
+    "renames",
+    "makedirs",
+    "mkdir",
+    "rmdir",
+    "chdir",
+    "dup",
+    "dup2",
+    "symlink",
+    "save",
+    "load",
+}
 
 
 def trusted_bindings(sol, spec: NotebookSpec) -> tuple[dict[str, str], set[str]]:
@@ -56,10 +148,14 @@ def _bindings(node) -> dict[str, str]:
     out = {}
     if isinstance(node, ast.Import):
         for a in node.names:
-            out[a.asname or a.name.split(".")[0]] = f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
+            out[a.asname or a.name.split(".")[0]] = f"import {a.name}" + (
+                f" as {a.asname}" if a.asname else ""
+            )
     elif isinstance(node, ast.ImportFrom):
         for a in node.names:
-            out[a.asname or a.name] = f"from {node.module} import {a.name}" + (f" as {a.asname}" if a.asname else "")
+            out[a.asname or a.name] = f"from {node.module} import {a.name}" + (
+                f" as {a.asname}" if a.asname else ""
+            )
     elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         out[node.name] = "def"
     elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -68,8 +164,11 @@ def _bindings(node) -> dict[str, str]:
             for n in _target_names(t):
                 out[n] = "assignment"
     elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
-        targets = [node.target] if isinstance(node, (ast.For, ast.AsyncFor)) else \
-            [i.optional_vars for i in node.items if i.optional_vars is not None]
+        targets = (
+            [node.target]
+            if isinstance(node, (ast.For, ast.AsyncFor))
+            else [i.optional_vars for i in node.items if i.optional_vars is not None]
+        )
         for t in targets:
             for n in _target_names(t):
                 out[n] = "assignment"
@@ -119,14 +218,27 @@ def _assigned(targets):
 class _Lint(ast.NodeVisitor):
     """One method per kind of node; each reports what is wrong with that node and visits on."""
 
-    def __init__(self, trusted: dict[str, str], forbid: list[str], check_only: set[str], modules: set[str]):
-        self.trusted, self.forbid, self.check_only, self.modules = trusted, set(forbid), check_only, modules
+    def __init__(
+        self, trusted: dict[str, str], forbid: list[str], check_only: set[str], modules: set[str]
+    ):
+        self.trusted, self.forbid, self.check_only, self.modules = (
+            trusted,
+            set(forbid),
+            check_only,
+            modules,
+        )
         self.problems: list[str] = []
         # (test on a name, message): the first that matches is reported
         self.name_rules = (
             (lambda n: n in _BANNED_NAMES, "{} is not allowed in an answer."),
-            (lambda n: n in self.check_only, "{} belongs to a check cell; an answer may not use or change it."),
-            (lambda n: n.startswith("_course"), "names starting with _course belong to the grader."),
+            (
+                lambda n: n in self.check_only,
+                "{} belongs to a check cell; an answer may not use or change it.",
+            ),
+            (
+                lambda n: n.startswith("_course"),
+                "names starting with _course belong to the grader.",
+            ),
         )
 
     def bad(self, node, msg: str) -> None:
@@ -145,7 +257,9 @@ class _Lint(ast.NodeVisitor):
         self._modules(node, [node.module or ""])
         for a in node.names:
             if a.name in self.forbid:
-                self.bad(node, f"this exercise asks you to write {a.name} yourself; do not import it.")
+                self.bad(
+                    node, f"this exercise asks you to write {a.name} yourself; do not import it."
+                )
         self.generic_visit(node)
 
     def visit_Name(self, node):
@@ -158,18 +272,31 @@ class _Lint(ast.NodeVisitor):
         if node.attr in _BANNED_ATTRS:
             self.bad(node, f"accessing .{node.attr} is not allowed in an answer.")
         if node.attr in self.forbid:
-            self.bad(node, f"this exercise asks you to implement {node.attr} yourself, so calling "
-                           f"{ast.unparse(node)} is not allowed (use more basic tensor operations).")
+            self.bad(
+                node,
+                f"this exercise asks you to implement {node.attr} yourself, so calling "
+                f"{ast.unparse(node)} is not allowed (use more basic tensor operations).",
+            )
         self.generic_visit(node)
 
     def visit_BinOp(self, node):
         if isinstance(node.op, ast.MatMult) and "@" in self.forbid:
-            self.bad(node, "this exercise asks you to multiply matrices yourself, so the @ operator is not allowed.")
+            self.bad(
+                node,
+                "this exercise asks you to multiply matrices yourself, so the @ operator is not "
+                "allowed.",
+            )
         self.generic_visit(node)
 
     def visit_Call(self, node):
-        if isinstance(node.func, ast.Name) and node.func.id == "getattr" and any(
-                isinstance(a, ast.Constant) and a.value in self.forbid | _BANNED_ATTRS for a in node.args[1:2]):
+        if (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and any(
+                isinstance(a, ast.Constant) and a.value in self.forbid | _BANNED_ATTRS
+                for a in node.args[1:2]
+            )
+        ):
             self.bad(node, "getattr with that name is not allowed in an answer.")
         self.generic_visit(node)
 
@@ -183,10 +310,17 @@ class _Lint(ast.NodeVisitor):
         for t in _assigned(targets):
             # Only what is assigned to counts: in ``Y[torch.arange(N), t] = 1`` the module is
             # read inside the index, and Y is what changes.
-            hit = t if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in self.modules else None
+            hit = (
+                t
+                if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in self.modules
+                else None
+            )
             if hit is not None:
-                self.bad(node, f"changing {ast.unparse(hit)} would change a library for the checks too; "
-                               "compute your answer without modifying modules.")
+                self.bad(
+                    node,
+                    f"changing {ast.unparse(hit)} would change a library for the checks too; "
+                    "compute your answer without modifying modules.",
+                )
         self.generic_visit(node)
 
     def visit_Assign(self, node):
@@ -212,8 +346,13 @@ def _python(code: str) -> str:
         return code
 
 
-def lint_answer(code: str, trusted: dict[str, str], forbid: list[str], exercise: str,
-                check_only: set[str] = frozenset()) -> list[str]:
+def lint_answer(
+    code: str,
+    trusted: dict[str, str],
+    forbid: list[str],
+    exercise: str,
+    check_only: set[str] = frozenset(),
+) -> list[str]:
     """Problems that get an answer rejected (empty list: accepted). Syntax errors are not lint
     problems: the code runs and the error shows up in the feedback."""
     py = _python(code)
@@ -224,13 +363,20 @@ def lint_answer(code: str, trusted: dict[str, str], forbid: list[str], exercise:
     if py.strip() != code.strip() and "get_ipython()" in py and "get_ipython" not in code:
         return ["IPython magics and shell commands (%..., !...) are not allowed in answers."]
     modules = {n for n, how in trusted.items() if how.startswith(("import", "from"))}
-    modules |= {n for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
-                for n in _bindings(node)}
+    modules |= {
+        n
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for n in _bindings(node)
+    }
     lint = _Lint(trusted, forbid, set(check_only), modules)
     lint.visit(tree)
     for node in _toplevel(tree.body):
         for name, how in _bindings(node).items():
             if name in trusted and how != trusted[name]:
-                lint.bad(node, f"{name} is defined by the notebook's trusted cells ({trusted[name]}); "
-                               "do not redefine it (the checks rely on it). Pick another name.")
+                lint.bad(
+                    node,
+                    f"{name} is defined by the notebook's trusted cells ({trusted[name]}); "
+                    "do not redefine it (the checks rely on it). Pick another name.",
+                )
     return list(dict.fromkeys(lint.problems))

@@ -8,6 +8,7 @@ work, so torch and ipykernel run as usual. A fork bomb then fails at its first f
 filling the machine: no privileges, cgroups or per-user process limits needed (``RLIMIT_NPROC``
 does not apply to root, and for an ordinary user it counts all of that user's processes).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -20,11 +21,32 @@ __all__ = ["no_new_processes", "confine", "supported"]
 
 # syscall numbers and audit architectures: linux/audit.h, asm/unistd_64.h, asm-generic/unistd.h
 _ARCH = {
-    "x86_64": {"audit": 0xC000003E, "seccomp": 317, "deny": (57, 58), "clone": 56, "clone3": 435,
-               "others": (101, 200, 310, 311, 29, 64, 68),  # ptrace, tkill, process_vm_*, shmget, semget, msgget
-               "signal": (62, 234)},  # kill, tgkill
-    "aarch64": {"audit": 0xC00000B7, "seccomp": 277, "deny": (), "clone": 220, "clone3": 435,
-                "others": (117, 130, 270, 271, 194, 190, 186), "signal": (129, 131)},
+    "x86_64": {
+        "audit": 0xC000003E,
+        "seccomp": 317,
+        "deny": (57, 58),
+        "clone": 56,
+        "clone3": 435,
+        "others": (
+            101,
+            200,
+            310,
+            311,
+            29,
+            64,
+            68,
+        ),  # ptrace, tkill, process_vm_*, shmget, semget, msgget
+        "signal": (62, 234),
+    },  # kill, tgkill
+    "aarch64": {
+        "audit": 0xC00000B7,
+        "seccomp": 277,
+        "deny": (),
+        "clone": 220,
+        "clone3": 435,
+        "others": (117, 130, 270, 271, 194, 190, 186),
+        "signal": (129, 131),
+    },
 }
 _CLONE_THREAD = 0x00010000
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -102,7 +124,14 @@ def _install(own_pid: int | None) -> bool:
     fprog = _Fprog(len(prog) // 8, ctypes.addressof(buf))
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    if libc.syscall(arch["seccomp"], _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC,
-                    ctypes.byref(fprog)) != 0:
+    if (
+        libc.syscall(
+            arch["seccomp"],
+            _SECCOMP_SET_MODE_FILTER,
+            _SECCOMP_FILTER_FLAG_TSYNC,
+            ctypes.byref(fprog),
+        )
+        != 0
+    ):
         raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER) failed")
     return True

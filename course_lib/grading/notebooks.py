@@ -4,12 +4,14 @@ and the student's answer code in it (``extract_answers``).
 A submission is untrusted input, read defensively (``read_submission``, ``parse_notebook``):
 regular files only (``lstat`` then ``open(O_NOFOLLOW)`` and ``fstat``: a symbolic link to a
 solution or to a neighbour's file is refused, not followed), at most ``MAX_BYTES``, JSON nested
-at most ``MAX_DEPTH`` deep, at most ``MAX_CELLS`` cells, ``MAX_CODE_CELLS`` of them code and ``MAX_SOURCE_BYTES`` of
+at most ``MAX_DEPTH`` deep, at most ``MAX_CELLS`` cells, ``MAX_CODE_CELLS`` of them code and
+``MAX_SOURCE_BYTES`` of
 code; every failure is ``Unreadable`` with a message for the student, never a grader error.
 Cell sources are normalised on reading (``normalise_source``: every line separator that
 ``str.splitlines``, nbval and IPython honour becomes ``\\n``) before any marker logic.
 The solution is chosen only among the stems of the solutions folder (``find_solution``).
 """
+
 from __future__ import annotations
 
 import errno
@@ -23,9 +25,24 @@ import nbformat
 
 from .spec import MARKER, NotebookSpec
 
-__all__ = ["Unreadable", "GraderError", "read_notebook", "read_submission", "parse_notebook", "normalise_source",
-           "display_name", "solution_stems", "find_solutions_dir", "find_solution", "extract_answers",
-           "MAX_BYTES", "MAX_DEPTH", "MAX_CELLS", "MAX_CODE_CELLS", "MAX_SOURCE_BYTES"]
+__all__ = [
+    "Unreadable",
+    "GraderError",
+    "read_notebook",
+    "read_submission",
+    "parse_notebook",
+    "normalise_source",
+    "display_name",
+    "solution_stems",
+    "find_solutions_dir",
+    "find_solution",
+    "extract_answers",
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_CELLS",
+    "MAX_CODE_CELLS",
+    "MAX_SOURCE_BYTES",
+]
 
 MAX_BYTES = 16 * 1024 * 1024  # a saved exercise notebook is ~100 KB; figures rarely make it 5 MB
 MAX_DEPTH = 64  # JSON nesting; a notebook's own structure is ~8 deep (widget state ~15)
@@ -75,8 +92,10 @@ def _kind(mode: int) -> str:
 
 
 def _too_large(name: str, size: int) -> Unreadable:
-    return Unreadable(f"{name}: the file is too large ({size / 2**20:.1f} MB; at most {MAX_BYTES // 2**20} MB). "
-                      "Clear the outputs (Kernel > Restart Kernel and Clear Outputs), save and re-submit.")
+    return Unreadable(
+        f"{name}: the file is too large ({size / 2**20:.1f} MB; at most {MAX_BYTES // 2**20} MB). "
+        "Clear the outputs (Kernel > Restart Kernel and Clear Outputs), save and re-submit."
+    )
 
 
 def read_submission(path, name: str | None = None) -> bytes:
@@ -91,20 +110,33 @@ def read_submission(path, name: str | None = None) -> bytes:
     except OSError as exc:
         raise Unreadable(f"{name}: cannot be read ({exc.strerror}).") from None
     if not stat.S_ISREG(st.st_mode):
-        raise Unreadable(f"{name}: {_kind(st.st_mode)}, not a regular file; links and special files are not "
-                         "followed or read. Submit the notebook file itself.")
+        raise Unreadable(
+            f"{name}: {_kind(st.st_mode)}, not a regular file; links and special files are not "
+            "followed or read. Submit the notebook file itself."
+        )
     if st.st_size > MAX_BYTES:
         raise _too_large(name, st.st_size)
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = (
+        os.O_RDONLY
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+    )
     try:
         fd = os.open(path, flags)
     except OSError as exc:  # ELOOP: it became a symbolic link after the lstat
-        what = "a symbolic link, not a regular file" if exc.errno == errno.ELOOP else f"cannot be opened ({exc.strerror})"
+        what = (
+            "a symbolic link, not a regular file"
+            if exc.errno == errno.ELOOP
+            else f"cannot be opened ({exc.strerror})"
+        )
         raise Unreadable(f"{name}: {what}; submit the notebook file itself.") from None
     try:
         now = os.fstat(fd)
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            raise Unreadable(f"{name}: the file changed while it was being read (not a regular file).")
+            raise Unreadable(
+                f"{name}: the file changed while it was being read (not a regular file)."
+            )
         chunks, size = [], 0
         while size <= MAX_BYTES:
             chunk = os.read(fd, min(1 << 20, MAX_BYTES + 1 - size))
@@ -139,7 +171,9 @@ def _depth_exceeds(data, limit: int) -> bool:
 def _bad_json(name: str, why: str) -> Unreadable:
     return Unreadable(
         f"{name}: not valid notebook JSON ({why}). The file is probably truncated or was edited "
-        "outside Jupyter; save it again from Jupyter, or start again from a fresh copy of the exercise notebook.")
+        "outside Jupyter; save it again from Jupyter, or start again from a fresh copy of the "
+        "exercise notebook."
+    )
 
 
 def parse_notebook(raw: bytes, name: str = "the notebook"):
@@ -150,7 +184,10 @@ def parse_notebook(raw: bytes, name: str = "the notebook"):
     if len(raw) > MAX_BYTES:
         raise _too_large(name, len(raw))
     if not raw.strip():
-        raise Unreadable(f"{name}: the file is empty. Save the notebook again in Jupyter (File > Save) and re-submit.")
+        raise Unreadable(
+            f"{name}: the file is empty. Save the notebook again in Jupyter (File > Save) and "
+            "re-submit."
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -158,56 +195,98 @@ def parse_notebook(raw: bytes, name: str = "the notebook"):
     try:
         data = json.loads(text)
     except RecursionError:
-        raise Unreadable(f"{name}: not a notebook: its JSON is nested too deeply (more than {MAX_DEPTH} levels).") from None
-    except (ValueError, MemoryError) as exc:  # JSONDecodeError is a ValueError; so is an over-long integer
+        raise Unreadable(
+            f"{name}: not a notebook: its JSON is nested too deeply (more than {MAX_DEPTH} levels)."
+        ) from None
+    except (
+        ValueError,
+        MemoryError,
+    ) as exc:  # JSONDecodeError is a ValueError; so is an over-long integer
         raise _bad_json(name, str(exc)[:300]) from None
     if _depth_exceeds(data, MAX_DEPTH):
-        raise Unreadable(f"{name}: not a notebook: its JSON is nested too deeply (more than {MAX_DEPTH} levels).")
+        raise Unreadable(
+            f"{name}: not a notebook: its JSON is nested too deeply (more than {MAX_DEPTH} levels)."
+        )
     if not isinstance(data, dict) or "cells" not in data:
-        raise Unreadable(f"{name}: valid JSON but not a Jupyter notebook (no 'cells'); submit the .ipynb file itself.")
+        raise Unreadable(
+            f"{name}: valid JSON but not a Jupyter notebook (no 'cells'); submit the .ipynb file "
+            "itself."
+        )
     cells = data["cells"]
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
-        raise Unreadable(f"{name}: 'cells' is malformed (not a list of cells); save it again from Jupyter.")
+        raise Unreadable(
+            f"{name}: 'cells' is malformed (not a list of cells); save it again from Jupyter."
+        )
     for c in cells:
         src = c.get("source", "")
-        if (c.get("cell_type") not in ("code", "markdown", "raw") or not isinstance(c.get("metadata", {}), dict)
-                or not (isinstance(src, str) or isinstance(src, list) and all(isinstance(x, str) for x in src))):
-            raise Unreadable(f"{name}: a cell is malformed (bad source, cell_type or metadata); save it again from Jupyter.")
+        if (
+            c.get("cell_type") not in ("code", "markdown", "raw")
+            or not isinstance(c.get("metadata", {}), dict)
+            or not (
+                isinstance(src, str)
+                or isinstance(src, list)
+                and all(isinstance(x, str) for x in src)
+            )
+        ):
+            raise Unreadable(
+                f"{name}: a cell is malformed (bad source, cell_type or metadata); save it again "
+                "from Jupyter."
+            )
     if len(cells) > MAX_CELLS:
-        raise Unreadable(f"{name}: {len(cells)} cells; a submission may have at most {MAX_CELLS}. "
-                         "Delete the cells you added for experiments and re-submit.")
+        raise Unreadable(
+            f"{name}: {len(cells)} cells; a submission may have at most {MAX_CELLS}. "
+            "Delete the cells you added for experiments and re-submit."
+        )
     n_code = sum(c.get("cell_type") == "code" for c in cells)
     if n_code > MAX_CODE_CELLS:
-        raise Unreadable(f"{name}: {n_code} code cells; a submission may have at most {MAX_CODE_CELLS}. "
-                         "Delete the cells you added for experiments and re-submit.")
+        raise Unreadable(
+            f"{name}: {n_code} code cells; a submission may have at most {MAX_CODE_CELLS}. "
+            "Delete the cells you added for experiments and re-submit."
+        )
     try:
         nb = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises several types for malformed notebooks
-        raise Unreadable(f"{name}: not a valid Jupyter notebook ({type(exc).__name__}: {str(exc)[:300]}).") from None
+        raise Unreadable(
+            f"{name}: not a valid Jupyter notebook ({type(exc).__name__}: {str(exc)[:300]})."
+        ) from None
     if not isinstance(nb.get("metadata"), dict) or not isinstance(nb.get("cells"), list):
-        raise Unreadable(f"{name}: the notebook's metadata or cells are malformed; save it again from Jupyter.")
+        raise Unreadable(
+            f"{name}: the notebook's metadata or cells are malformed; save it again from Jupyter."
+        )
     code_bytes = 0
     for cell in nb.cells:
-        if (not isinstance(cell, dict) or not isinstance(cell.get("source", ""), str)
-                or cell.get("cell_type") not in ("code", "markdown", "raw")
-                or not isinstance(cell.get("metadata", {}), dict)):
-            raise Unreadable(f"{name}: a cell is malformed (bad source, cell_type or metadata); save it again from Jupyter.")
+        if (
+            not isinstance(cell, dict)
+            or not isinstance(cell.get("source", ""), str)
+            or cell.get("cell_type") not in ("code", "markdown", "raw")
+            or not isinstance(cell.get("metadata", {}), dict)
+        ):
+            raise Unreadable(
+                f"{name}: a cell is malformed (bad source, cell_type or metadata); save it again "
+                "from Jupyter."
+            )
         if "id" in cell and not isinstance(cell["id"], str):
             del cell["id"]  # found by its marker or source instead
         cell["source"] = normalise_source(cell.get("source", ""))
         if cell["cell_type"] == "code":
             code_bytes += len(cell["source"].encode("utf-8", "surrogatepass"))
     if sum(c.cell_type == "code" for c in nb.cells) > MAX_CODE_CELLS:
-        raise Unreadable(f"{name}: more than {MAX_CODE_CELLS} code cells; delete the cells you added for "
-                         "experiments and re-submit.")
+        raise Unreadable(
+            f"{name}: more than {MAX_CODE_CELLS} code cells; delete the cells you added for "
+            "experiments and re-submit."
+        )
     if code_bytes > MAX_SOURCE_BYTES:
-        raise Unreadable(f"{name}: {code_bytes / 2**20:.1f} MB of code; a submission may have at most "
-                         f"{MAX_SOURCE_BYTES // 2**20} MB. Delete the code you added for experiments and re-submit.")
+        raise Unreadable(
+            f"{name}: {code_bytes / 2**20:.1f} MB of code; a submission may have at most "
+            f"{MAX_SOURCE_BYTES // 2**20} MB. Delete the code you added for experiments and "
+            "re-submit."
+        )
     return nb
 
 
 def read_notebook(path, name: str | None = None):
-    """The submission at ``path``, read defensively (``read_submission`` then ``parse_notebook``)."""
+    """The submission at ``path``, read defensively (``read_submission`` then
+    ``parse_notebook``)."""
     name = name or display_name(path)
     return parse_notebook(read_submission(path, name), name)
 
@@ -228,10 +307,13 @@ def solution_stems(solutions_dir: Path) -> dict[str, Path]:
     solutions_dir = Path(solutions_dir)
     if not solutions_dir.is_dir():
         raise GraderError(
-            f"the solutions folder {solutions_dir} does not exist: grade from a clone of the course "
+            f"the solutions folder {solutions_dir} does not exist: grade from a clone of the "
+            "course "
             "repository (pip-installed course_lib has no solutions), or pass --solutions DIR."
         )
-    return {p.stem: p for p in sorted(solutions_dir.iterdir()) if p.suffix == ".ipynb" and p.is_file()}
+    return {
+        p.stem: p for p in sorted(solutions_dir.iterdir()) if p.suffix == ".ipynb" and p.is_file()
+    }
 
 
 def find_solution(sub, path, solutions_dir: Path) -> Path:
@@ -249,9 +331,13 @@ def find_solution(sub, path, solutions_dir: Path) -> Path:
     if matches:
         return stems[max(matches, key=len)]
     raise Unreadable(
-        f"{name}: cannot tell which exercise notebook this is (no course.notebook metadata naming one of "
-        f"the solutions and no solution stem such as 04_attention in the file name); pass --solution PATH."
+        f"{name}: cannot tell which exercise notebook this is (no course.notebook metadata naming "
+        "one of "
+        f"the solutions and no solution stem such as 04_attention in the file name); pass "
+        "--solution PATH."
     )
+
+
 # --------------------------------------------------------------------------- answers
 _NBVAL_MARKER = re.compile(r"^(\s*)#+\s*(NBVAL_[A-Z_]+|PYTEST_VALIDATE_IGNORE_OUTPUT)\s*$", re.M)
 
@@ -269,38 +355,63 @@ def extract_answers(sub, spec: NotebookSpec, sol) -> tuple[dict[str, list[str]],
     pos = {cid: i for i, cid in enumerate(spec.trusted_ids)}
     after: dict[str, str | None] = {}  # trusted id -> the exercise whose answer comes next
     for cid in spec.trusted_ids:
-        after[cid] = next((ex.name for ex in spec.exercises
-                           if ex.prev_anchor is not None and pos[ex.prev_anchor] >= pos[cid]), None)
+        after[cid] = next(
+            (
+                ex.name
+                for ex in spec.exercises
+                if ex.prev_anchor is not None and pos[ex.prev_anchor] >= pos[cid]
+            ),
+            None,
+        )
     answer_ids = {ex.answer_id: ex.name for ex in spec.exercises}
     markers = {MARKER.format(name=ex.name): ex.name for ex in spec.exercises}
     answers: dict[str, list[str]] = {ex.name: [] for ex in spec.exercises}
     notes: list[str] = []
-    by_source = {normalise_source(c.source).strip(): c.id for c in sol.cells if c.cell_type == "code" and c.id in trusted}
+    by_source = {
+        normalise_source(c.source).strip(): c.id
+        for c in sol.cells
+        if c.cell_type == "code" and c.id in trusted
+    }
     current = None
     for cell in sub.cells:
-        cid, src = cell.get("id"), normalise_source(cell.get("source", ""))  # before any marker logic
+        cid, src = (
+            cell.get("id"),
+            normalise_source(cell.get("source", "")),
+        )  # before any marker logic
         cid = cid if isinstance(cid, str) else None
-        named = answer_ids.get(cid) or next((n for m, n in markers.items() if src.lstrip().startswith(m)), None)
+        named = answer_ids.get(cid) or next(
+            (n for m, n in markers.items() if src.lstrip().startswith(m)), None
+        )
         if cell.cell_type == "code" and not named:
-            # a trusted cell is known by its id, or by its source (a tool that drops cell ids, a copy)
+            # a trusted cell is known by its id, or by its source (a tool that drops cell ids, a
+            # copy)
             tid = cid if cid in trusted else by_source.get(src.strip())
             if tid is not None:
                 current = after[tid]
                 continue
         if cell.cell_type != "code":
             if named:
-                notes.append(f"{named}: the answer cell is a {cell.cell_type} cell, so its code was not run; "
-                             "change it back to a code cell (Cell > Cell Type > Code).")
+                notes.append(
+                    f"{named}: the answer cell is a {cell.cell_type} cell, so its code was not "
+                    "run; "
+                    "change it back to a code cell (Cell > Cell Type > Code)."
+                )
             continue
         if named:
             current = named
         if current is None:
             if src.strip():
-                notes.append("code outside the exercises (before the first answer or after the last check) was ignored.")
+                notes.append(
+                    "code outside the exercises (before the first answer or after the last check) "
+                    "was ignored."
+                )
             continue
         if src.strip():
             answers[current].append(_neutralise_markers(src))
     for ex in spec.exercises:
         if not answers[ex.name]:
-            notes.append(f"{ex.name}: no answer code found (was the answer cell deleted or turned into markdown?).")
+            notes.append(
+                f"{ex.name}: no answer code found (was the answer cell deleted or turned into "
+                "markdown?)."
+            )
     return answers, notes

@@ -1,6 +1,7 @@
 """Verdicts, scores and reports: from the cell records of a run to the JSON report of a
 submission, its text form, and the output of a batch (``Gradebook``: injective report file
 names, each report written as soon as its grading ends, ``gradebook.csv`` rewritten atomically)."""
+
 from __future__ import annotations
 
 import csv
@@ -17,8 +18,18 @@ from pathlib import Path
 
 from .notebooks import display_name
 
-__all__ = ["ExerciseResult", "check_results", "exercise_result", "build_report", "format_report",
-           "report_names", "write_atomic", "gradebook_text", "Gradebook", "display_name"]
+__all__ = [
+    "ExerciseResult",
+    "check_results",
+    "exercise_result",
+    "build_report",
+    "format_report",
+    "report_names",
+    "write_atomic",
+    "gradebook_text",
+    "Gradebook",
+    "display_name",
+]
 
 
 @dataclass
@@ -36,7 +47,9 @@ class ExerciseResult:
         return round(self.max_points * sum(c["passed"] for c in self.checks) / len(self.checks), 2)
 
     def fail_all(self, ex, detail: str) -> None:
-        self.checks = [{"name": c.name, "passed": False, "hint": c.hint, "detail": detail} for c in ex.checks]
+        self.checks = [
+            {"name": c.name, "passed": False, "hint": c.hint, "detail": detail} for c in ex.checks
+        ]
 
 
 def check_results(ex, verdicts: list[dict], checker_errors: list[str] = ()) -> list[dict]:
@@ -59,19 +72,26 @@ def check_results(ex, verdicts: list[dict], checker_errors: list[str] = ()) -> l
     return results
 
 
-def exercise_result(result: ExerciseResult, ex, run, time_limit: float, memory_mb: int) -> ExerciseResult:
+def exercise_result(
+    result: ExerciseResult, ex, run, time_limit: float, memory_mb: int
+) -> ExerciseResult:
     """Fill ``result`` from what happened when the exercise ran (``runner.ExerciseRun``)."""
     if run.status == "timed out":
         result.status = "timed out"
         result.messages.append(
-            f"timed out after {time_limit:g} s (one time limit per exercise, for its answer cells and its "
-            "checks together); look for an infinite loop or a very slow computation")
+            f"timed out after {time_limit:g} s (one time limit per exercise, for its answer cells "
+            "and its "
+            "checks together); look for an infinite loop or a very slow computation"
+        )
         result.fail_all(ex, "timed out")
     elif run.status == "crashed":
         result.status = "crashed"
         result.messages.append(
-            "crashed: your code ended its process while this exercise ran (os._exit, a crash such as a segfault, "
-            f"or more memory than the {memory_mb} MB limit); the other exercises were graded in their own processes")
+            "crashed: your code ended its process while this exercise ran (os._exit, a crash such "
+            "as a segfault, "
+            f"or more memory than the {memory_mb} MB limit); the other exercises were graded in "
+            "their own processes"
+        )
         result.fail_all(ex, "crashed")
     else:
         for err in run.errors:
@@ -80,18 +100,42 @@ def exercise_result(result: ExerciseResult, ex, run, time_limit: float, memory_m
     return result
 
 
-def build_report(path, sol_path: Path, spec, results: dict[str, ExerciseResult], notes: list[str],
-                 passes: int, seconds: float, sandbox: str) -> dict:
+def build_report(
+    path,
+    sol_path: Path,
+    spec,
+    results: dict[str, ExerciseResult],
+    notes: list[str],
+    passes: int,
+    seconds: float,
+    sandbox: str,
+) -> dict:
     """The JSON-able report of one submission (scores from the per-exercise results)."""
     exs = [results[ex.name] for ex in spec.exercises]
     return {
-        "submission": str(path), "notebook": sol_path.stem, "solution": str(sol_path), "status": "graded",
-        "score": round(sum(r.points for r in exs), 2), "max_score": spec.max_score,
-        "all_passed": all(c["passed"] for r in exs for c in r.checks) and all(r.status == "graded" for r in exs),
-        "exercises": [{"name": r.name, "points": r.points, "max_points": r.max_points, "status": r.status,
-                       "messages": r.messages, "checks": r.checks} for r in exs],
+        "submission": str(path),
+        "notebook": sol_path.stem,
+        "solution": str(sol_path),
+        "status": "graded",
+        "score": round(sum(r.points for r in exs), 2),
+        "max_score": spec.max_score,
+        "all_passed": all(c["passed"] for r in exs for c in r.checks)
+        and all(r.status == "graded" for r in exs),
+        "exercises": [
+            {
+                "name": r.name,
+                "points": r.points,
+                "max_points": r.max_points,
+                "status": r.status,
+                "messages": r.messages,
+                "checks": r.checks,
+            }
+            for r in exs
+        ],
         "notes": [n for n in notes if n.split(":")[0] not in results],
-        "passes": passes, "seconds": round(seconds, 1), "sandbox": sandbox,
+        "passes": passes,
+        "seconds": round(seconds, 1),
+        "sandbox": sandbox,
     }
 
 
@@ -132,7 +176,9 @@ def _escape(rel: str) -> str:
             out.append(ch)
         else:
             try:
-                raw = ch.encode("utf-8", "surrogateescape")  # a byte that was not UTF-8 -> that byte
+                raw = ch.encode(
+                    "utf-8", "surrogateescape"
+                )  # a byte that was not UTF-8 -> that byte
             except UnicodeEncodeError:
                 raw = ch.encode("utf-8", "surrogatepass")
             out.extend(f"%{b:02X}" for b in raw)
@@ -146,12 +192,16 @@ def _fold(name: str) -> str:
 
 def report_names(rels: list[str]) -> dict[str, str]:
     """{relative path: its JSON report's file name}, one flat folder, injective: the escaped path
-    (``_escape``) without ``.ipynb``, plus ``.grade.json``; where two escaped names differ only in case or Unicode
+    (``_escape``) without ``.ipynb``, plus ``.grade.json``; where two escaped names differ only in
+    case or Unicode
     normalisation, or one is over-long, the name is shortened and ``%%`` plus a hash of the
     path's bytes appended (``%%`` never occurs in an escaped name)."""
-    # every submission ends in .ipynb, which the name leaves out (alice/x.ipynb -> alice~x.grade.json);
+    # every submission ends in .ipynb, which the name leaves out (alice/x.ipynb ->
+    # alice~x.grade.json);
     # any other path keeps a lone "%", which no escaped name ends with
-    esc = {r: _escape(r[: -len(".ipynb")]) if r.endswith(".ipynb") else _escape(r) + "%" for r in rels}
+    esc = {
+        r: _escape(r[: -len(".ipynb")]) if r.endswith(".ipynb") else _escape(r) + "%" for r in rels
+    }
     folded = Counter(_fold(e) for e in esc.values())
     names = {}
     for r, e in esc.items():
@@ -178,7 +228,13 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-GRADEBOOK_FIELDS = ["submission", "notebook", "status", "score", "max_score"]  # + exercises, sandbox, report, error
+GRADEBOOK_FIELDS = [
+    "submission",
+    "notebook",
+    "status",
+    "score",
+    "max_score",
+]  # + exercises, sandbox, report, error
 
 
 def gradebook_text(rows: list[tuple[str, str, dict]]) -> str:
@@ -189,8 +245,19 @@ def gradebook_text(rows: list[tuple[str, str, dict]]) -> str:
     w.writerow([*GRADEBOOK_FIELDS, *ex_names, "sandbox", "report", "error"])
     for shown, report, r in rows:
         pts = {e["name"]: e["points"] for e in r.get("exercises", [])}
-        w.writerow([shown, r.get("notebook", ""), r["status"], r["score"], r.get("max_score") or "",
-                    *[pts.get(n, "") for n in ex_names], r.get("sandbox", ""), report, r.get("error", "")])
+        w.writerow(
+            [
+                shown,
+                r.get("notebook", ""),
+                r["status"],
+                r["score"],
+                r.get("max_score") or "",
+                *[pts.get(n, "") for n in ex_names],
+                r.get("sandbox", ""),
+                report,
+                r.get("error", ""),
+            ]
+        )
     return buf.getvalue()
 
 
@@ -209,10 +276,15 @@ class Gradebook:
 
     def add(self, rel: str, report: dict) -> None:
         self.reports[rel] = report
-        write_atomic(self.out / self.names[rel], json.dumps(report, indent=1))  # ASCII: always writable
-        rows = [(display_name(r), self.names[r], self.reports[r]) for r in self.rels if r in self.reports]
+        write_atomic(
+            self.out / self.names[rel], json.dumps(report, indent=1)
+        )  # ASCII: always writable
+        rows = [
+            (display_name(r), self.names[r], self.reports[r])
+            for r in self.rels
+            if r in self.reports
+        ]
         write_atomic(self.out / "gradebook.csv", gradebook_text(rows))
 
     def in_order(self) -> list[dict]:
         return [self.reports[r] for r in self.rels if r in self.reports]
-

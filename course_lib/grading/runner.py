@@ -12,6 +12,7 @@ for the exercises still to run if it dies as a whole (a child cannot stop the zy
 ``lockdown.confine``, but the design does not depend on it). It returns what happened to each
 exercise and the checker's verdicts.
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,8 +34,15 @@ from .spec import NotebookSpec, meta, role
 from .student import FrameBuffer
 from .wire import write_frame
 
-__all__ = ["student_plan", "checker_plan", "student_names", "run_exercises", "ExerciseRun", "RunOutcome",
-           "FILE_SIZE_MB"]
+__all__ = [
+    "student_plan",
+    "checker_plan",
+    "student_names",
+    "run_exercises",
+    "ExerciseRun",
+    "RunOutcome",
+    "FILE_SIZE_MB",
+]
 
 FILE_SIZE_MB = 256  # largest file the student's code may write
 _STATUSES = ("graded", "timed out", "crashed")
@@ -45,6 +53,7 @@ _DEBUG = bool(os.environ.get("COURSE_GRADE_DEBUG"))  # timings of a grading's st
 class ExerciseRun:
     """What happened to one exercise: ``graded`` (its outcomes were judged), ``timed out``,
     ``crashed`` or ``rejected``; the checker's verdicts, and the errors its answer cells raised."""
+
     status: str
     verdicts: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -66,8 +75,14 @@ def _cells(sol, roles: tuple[str, ...]) -> list[dict]:
         r = role(cell)
         if cell.cell_type != "code" or r not in roles or cell.get("id") == "colab-setup":
             continue  # the Colab cell installs course_lib on Colab only: nothing to run here
-        out.append({"id": cell.id, "role": r, "exercise": meta(cell).get("exercise"),
-                    "source": cell.source if r != "answer" else ""})
+        out.append(
+            {
+                "id": cell.id,
+                "role": r,
+                "exercise": meta(cell).get("exercise"),
+                "source": cell.source if r != "answer" else "",
+            }
+        )
     return out
 
 
@@ -81,20 +96,43 @@ def student_names(sol) -> list[str]:
                     names.add(node.name)
                 elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+                    names.update(
+                        n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)
+                    )
     return sorted(names)
 
 
-def student_plan(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs: dict[str, list[str]],
-                 todo: list[str], stubbed: set[str], time_limit: float, memory_mb: int,
-                 threads: int | None) -> dict:
+def student_plan(
+    sol,
+    spec: NotebookSpec,
+    answers: dict[str, list[str]],
+    stubs: dict[str, list[str]],
+    todo: list[str],
+    stubbed: set[str],
+    time_limit: float,
+    memory_mb: int,
+    threads: int | None,
+) -> dict:
     """What the student's process is sent: the cells in order (answers by exercise), each
     exercise's answer code and stub, which exercises to run, and the limits."""
-    return {"cells": _cells(sol, ("setup", "answer", "check")),
-            "exercises": [{"name": ex.name, "forbid": list(ex.forbid), "answers": list(answers[ex.name]),
-                           "stub": list(stubs[ex.name])} for ex in spec.exercises],
-            "todo": list(todo), "stubbed": sorted(stubbed), "time_limit": float(time_limit),
-            "memory_mb": int(memory_mb or 0), "fsize_mb": FILE_SIZE_MB, "threads": int(threads or 0)}
+    return {
+        "cells": _cells(sol, ("setup", "answer", "check")),
+        "exercises": [
+            {
+                "name": ex.name,
+                "forbid": list(ex.forbid),
+                "answers": list(answers[ex.name]),
+                "stub": list(stubs[ex.name]),
+            }
+            for ex in spec.exercises
+        ],
+        "todo": list(todo),
+        "stubbed": sorted(stubbed),
+        "time_limit": float(time_limit),
+        "memory_mb": int(memory_mb or 0),
+        "fsize_mb": FILE_SIZE_MB,
+        "threads": int(threads or 0),
+    }
 
 
 def checker_plan(sol) -> dict:
@@ -127,11 +165,22 @@ class _StudentProcess:
             import tempfile
 
             self.workdir = tempfile.mkdtemp(prefix="course-grade-student-")
-            cmd, env, cwd = argv, {**_host_env(threads), "COURSE_SCRATCH": self.workdir}, self.workdir
+            cmd, env, cwd = (
+                argv,
+                {**_host_env(threads), "COURSE_SCRATCH": self.workdir},
+                self.workdir,
+            )
         try:
-            self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                         start_new_session=True, pass_fds=(plan_r, out_w))
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=(plan_r, out_w),
+            )
         finally:
             os.close(plan_r)
             os.close(out_w)
@@ -231,9 +280,18 @@ def _clean_errors(errors) -> list[str]:
 
 
 # --------------------------------------------------------------------------- one grading
-def run_exercises(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs: dict[str, list[str]],
-                  skip: set[str], time_limit: float, memory_mb: int, threads: int | None,
-                  sandbox: sandboxing.Sandbox | None, tmp: Path) -> RunOutcome:
+def run_exercises(
+    sol,
+    spec: NotebookSpec,
+    answers: dict[str, list[str]],
+    stubs: dict[str, list[str]],
+    skip: set[str],
+    time_limit: float,
+    memory_mb: int,
+    threads: int | None,
+    sandbox: sandboxing.Sandbox | None,
+    tmp: Path,
+) -> RunOutcome:
     """Grade every exercise not in ``skip`` (rejected: judged as not run). See the module
     docstring; a student process that dies as a whole is restarted for the exercises left."""
     _t0 = time.monotonic()
@@ -244,11 +302,13 @@ def run_exercises(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs:
     sent: list[str] = []
 
     def flush() -> None:  # the checker takes the exercises in notebook order
-        for n in names[len(sent):]:
+        for n in names[len(sent) :]:
             if n not in runs:
                 return
             r = runs[n]
-            checker.send({"exercise": n, "status": r.status, "results": getattr(r, "_results", None)})
+            checker.send(
+                {"exercise": n, "status": r.status, "results": getattr(r, "_results", None)}
+            )
             sent.append(n)
 
     stubbed: set[str] = set()
@@ -257,7 +317,9 @@ def run_exercises(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs:
         while any(n not in runs for n in todo) and passes <= len(todo):
             passes += 1
             left = [n for n in todo if n not in runs]
-            plan = student_plan(sol, spec, answers, stubs, left, stubbed | skip, time_limit, memory_mb, threads)
+            plan = student_plan(
+                sol, spec, answers, stubs, left, stubbed | skip, time_limit, memory_mb, threads
+            )
             proc = _POOL.take(sandbox, threads)
             hard = time.monotonic() + 240 + 2.5 * time_limit * len(left)
             ready, current, err = False, None, ""
@@ -269,16 +331,26 @@ def run_exercises(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs:
                     if not isinstance(f, dict):
                         break
                     if _DEBUG:
-                        print(f"grade debug {time.monotonic() - _t0:7.2f} s: {str(f)[:100]}", file=sys.stderr)
+                        print(
+                            f"grade debug {time.monotonic() - _t0:7.2f} s: {str(f)[:100]}",
+                            file=sys.stderr,
+                        )
                     if f.get("ready"):
                         ready = True
                     elif "start" in f:
-                        current = f["start"] if f["start"] in left and f["start"] not in runs else None
+                        current = (
+                            f["start"] if f["start"] in left and f["start"] not in runs else None
+                        )
                     elif "exercise" in f and f.get("exercise") == current:
                         status = f.get("status") if f.get("status") in _STATUSES else "crashed"
-                        run = ExerciseRun(status, errors=_clean_errors(f.get("errors")),
-                                          why=str(f.get("why", ""))[:200],
-                                          seconds=float(f["seconds"]) if isinstance(f.get("seconds"), (int, float)) else 0.0)
+                        run = ExerciseRun(
+                            status,
+                            errors=_clean_errors(f.get("errors")),
+                            why=str(f.get("why", ""))[:200],
+                            seconds=float(f["seconds"])
+                            if isinstance(f.get("seconds"), (int, float))
+                            else 0.0,
+                        )
                         run._results = f.get("results") if status == "graded" else None  # type: ignore[attr-defined]
                         runs[current] = run
                         if status != "graded":
@@ -291,9 +363,13 @@ def run_exercises(sol, spec: NotebookSpec, answers: dict[str, list[str]], stubs:
                 healthy = proc.idle
                 err = _POOL.give_back(proc, sandbox, threads, healthy)
             if not ready:
-                raise GraderError(f"the student's process did not finish the trusted setup cells:\n{err}")
+                raise GraderError(
+                    f"the student's process did not finish the trusted setup cells:\n{err}"
+                )
             if current is not None:  # the whole process died during this exercise
-                runs[current] = ExerciseRun("crashed", why="the student's process ended during this exercise")
+                runs[current] = ExerciseRun(
+                    "crashed", why="the student's process ended during this exercise"
+                )
                 stubbed.add(current)
                 flush()
             elif time.monotonic() >= hard and any(n not in runs for n in left):

@@ -21,6 +21,7 @@ cells) run in a fresh bubblewrap sandbox:
 ``command`` builds the bwrap command line (a pure function, tested without bwrap); ``probe``
 says once per process whether bwrap works here (present, and allowed to create namespaces).
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,14 +37,34 @@ __all__ = ["SCRATCH", "SCRATCH_MB", "Sandbox", "probe", "command", "readonly_pat
 
 SCRATCH = "/grading"  # the scratch folder inside the sandbox (the kernel's working folder)
 SCRATCH_MB = 256  # size of the scratch tmpfs
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys/devices/system/cpu")
-ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/nsswitch.conf", "/etc/passwd",
-             "/etc/group", "/etc/hosts", "/etc/localtime", "/etc/alternatives", "/etc/fonts")
+SYSTEM_DIRS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/sys/devices/system/cpu",
+)
+ETC_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/hosts",
+    "/etc/localtime",
+    "/etc/alternatives",
+    "/etc/fonts",
+)
 
 
 @dataclass(frozen=True)
 class Sandbox:
     """How to sandbox: the bwrap executable, the read-only paths and the scratch size."""
+
     bwrap: str
     readonly: tuple[str, ...]
     scratch_mb: int = SCRATCH_MB
@@ -54,9 +75,16 @@ def readonly_paths() -> tuple[str, ...]:
     Paths inside another listed path are dropped; missing ones are skipped."""
     import course_lib
 
-    want = [*SYSTEM_DIRS, *ETC_FILES, sys.prefix, sys.base_prefix, sys.exec_prefix,
-            os.path.dirname(os.path.realpath(sys.executable)), *site.getsitepackages(),
-            str(Path(course_lib.__file__).resolve().parent)]
+    want = [
+        *SYSTEM_DIRS,
+        *ETC_FILES,
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        *site.getsitepackages(),
+        str(Path(course_lib.__file__).resolve().parent),
+    ]
     user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     if user:
         want.append(user)
@@ -66,7 +94,9 @@ def readonly_paths() -> tuple[str, ...]:
         if p and os.path.lexists(p) and p not in out:
             out.append(p)
     # keep the outermost: /a and /a/b -> /a (a symlink such as /bin -> usr/bin stays as it is)
-    return tuple(p for p in out if not any(q != p and p.startswith(q.rstrip("/") + "/") for q in out))
+    return tuple(
+        p for p in out if not any(q != p and p.startswith(q.rstrip("/") + "/") for q in out)
+    )
 
 
 def _bind_args(path: str) -> list[str]:
@@ -89,8 +119,19 @@ def command(sb: Sandbox, argv: list[str], files: dict[str, int], env: dict[str, 
         cmd += [*size, "--tmpfs", "/tmp"]
     for p in sb.readonly:
         cmd += _bind_args(p)
-    cmd += ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", SCRATCH,
-            "--dir", f"{SCRATCH}/home", "--dir", f"{SCRATCH}/tmp"]
+    cmd += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        *size,
+        "--tmpfs",
+        SCRATCH,
+        "--dir",
+        f"{SCRATCH}/home",
+        "--dir",
+        f"{SCRATCH}/tmp",
+    ]
     if not under_tmp:
         cmd += ["--symlink", f"{SCRATCH}/tmp", "/tmp"]
     for name, fd in files.items():
@@ -111,11 +152,20 @@ def inner_env(threads: int | None) -> dict[str, str]:
 
     env = {
         "PYTHONPATH": str(Path(course_lib.__file__).resolve().parents[1]),
-        "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
-        "HOME": f"{SCRATCH}/home", "TMPDIR": f"{SCRATCH}/tmp", "LANG": "C.UTF-8", "COURSE_SCRATCH": SCRATCH,
-        "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
-        "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{SCRATCH}/home/.mpl",
-        "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "PATH": os.pathsep.join(
+            [os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]
+        ),
+        "HOME": f"{SCRATCH}/home",
+        "TMPDIR": f"{SCRATCH}/tmp",
+        "LANG": "C.UTF-8",
+        "COURSE_SCRATCH": SCRATCH,
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": f"{SCRATCH}/home/.mpl",
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
     }
     if threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
@@ -131,12 +181,20 @@ def probe() -> tuple[Sandbox | None, str]:
         return None, f"no OS sandbox on {sys.platform} (bubblewrap is Linux only)"
     exe = shutil.which("bwrap")
     if exe is None:
-        return None, "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+        return (
+            None,
+            "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)",
+        )
     sb = Sandbox(exe, readonly_paths())
     argv = [sys.executable, "-c", "import sys; sys.exit(0)"]
     try:
-        proc = subprocess.run(command(sb, argv, {}, inner_env(None)), capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            command(sb, argv, {}, inner_env(None)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"bwrap could not start ({exc})"
     if proc.returncode != 0:

@@ -15,6 +15,7 @@ Each cell carries ``metadata["course"]`` with a ``role``:
   check) is synced from the cell's source by the generator;
 - ``text``: markdown.
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,11 +25,26 @@ from dataclasses import dataclass, field
 
 from .checks import CHECK_FUNCS
 
-__all__ = ["BEGIN", "END", "MARKER", "slug", "Check", "Exercise", "NotebookSpec", "role", "meta",
-           "checks_in_source", "load_spec", "stub_answer", "wrong_answer_source"]
+__all__ = [
+    "BEGIN",
+    "END",
+    "MARKER",
+    "slug",
+    "Check",
+    "Exercise",
+    "NotebookSpec",
+    "role",
+    "meta",
+    "checks_in_source",
+    "load_spec",
+    "stub_answer",
+    "wrong_answer_source",
+]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-MARKER = "# EXERCISE {name}:"  # first line of every answer cell; the grader also finds answers by it
+MARKER = (
+    "# EXERCISE {name}:"  # first line of every answer cell; the grader also finds answers by it
+)
 
 
 def slug(name: str) -> str:
@@ -90,13 +106,27 @@ def checks_in_source(source: str, cell_id: str) -> list[Check]:
     string literals so the grader knows every check without running anything."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CHECK_FUNCS:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in CHECK_FUNCS
+        ):
             name = node.args[0] if node.args else None
             hint = next((k.value for k in node.keywords if k.arg == "hint"), None)
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                raise ValueError(f"cell {cell_id}: every {node.func.id}(...) needs a string-literal name as its first argument.")
-            if not (isinstance(hint, ast.Constant) and isinstance(hint.value, str) and hint.value.strip()):
-                raise ValueError(f"cell {cell_id}: check {name.value!r} needs a string-literal hint=... (hints are required).")
+                raise ValueError(
+                    f"cell {cell_id}: every {node.func.id}(...) needs a string-literal name as its "
+                    "first argument."
+                )
+            if not (
+                isinstance(hint, ast.Constant)
+                and isinstance(hint.value, str)
+                and hint.value.strip()
+            ):
+                raise ValueError(
+                    f"cell {cell_id}: check {name.value!r} needs a string-literal hint=... (hints "
+                    "are required)."
+                )
             found.append((node.lineno, node.col_offset, Check(name.value, hint.value, cell_id)))
     return [c for _, _, c in sorted(found, key=lambda t: t[:2])]
 
@@ -117,18 +147,31 @@ def load_spec(nb, stem: str | None = None) -> NotebookSpec:
             last_trusted = cid
         elif r == "answer":
             name = m["exercise"]
-            exercises[name] = Exercise(name, float(m.get("points", 1)), cid, [], [], list(m.get("forbid", [])),
-                                       list(m.get("wrong", [])), last_trusted)
+            exercises[name] = Exercise(
+                name,
+                float(m.get("points", 1)),
+                cid,
+                [],
+                [],
+                list(m.get("forbid", [])),
+                list(m.get("wrong", [])),
+                last_trusted,
+            )
         elif r == "check":
             ex = exercises.get(m.get("exercise"))
             if ex is None:
-                raise ValueError(f"check cell {cid} names exercise {m.get('exercise')!r}, which has no answer cell before it.")
+                raise ValueError(
+                    f"check cell {cid} names exercise {m.get('exercise')!r}, which has no answer "
+                    "cell before it."
+                )
             ex.check_ids.append(cid)
             ex.checks.extend(checks_in_source(cell.source, cid))
             trusted.append(cid)
             last_trusted = cid
         else:
-            raise ValueError(f"code cell {cid} has no course role (setup, answer or check) in its metadata.")
+            raise ValueError(
+                f"code cell {cid} has no course role (setup, answer or check) in its metadata."
+            )
     return NotebookSpec(stem, list(exercises.values()), setup_ids, trusted)
 
 
@@ -145,7 +188,9 @@ def _regions(source: str) -> list[tuple[int, int, str]]:
         elif line.strip() == END:
             if begin is None:
                 raise ValueError(f"{END!r} without a {BEGIN!r} before it.")
-            regions.append((begin, i, lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]))
+            regions.append(
+                (begin, i, lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())])
+            )
             begin = None
     if begin is not None or not regions:
         raise ValueError(f"an answer cell needs one or more {BEGIN!r} ... {END!r} regions.")
@@ -158,8 +203,10 @@ def _replace_regions(source: str, bodies: list[str]) -> str:
     if len(bodies) != len(regions):
         raise ValueError(f"{len(bodies)} replacement(s) for {len(regions)} solution region(s).")
     for (b, e, indent), body in reversed(list(zip(regions, bodies))):
-        new = textwrap.indent(textwrap.dedent(body).strip("\n"), indent, lambda l: True).split("\n")
-        lines[b:e + 1] = new
+        new = textwrap.indent(textwrap.dedent(body).strip("\n"), indent, lambda _line: True).split(
+            "\n"
+        )
+        lines[b : e + 1] = new
     return "\n".join(lines)
 
 

@@ -30,6 +30,7 @@ exercise: the next child is forked from the zygote, which never runs student cod
 sends one message per exercise to ``OUT_FD``; the grader (``runner``) reads them as untrusted
 data and hands them to the checker (``checker``), which alone judges them.
 """
+
 from __future__ import annotations
 
 import ast
@@ -43,7 +44,9 @@ import time
 
 __all__ = ["main", "FrameBuffer"]
 
-_PRELUDE_SLACK = 30.0  # seconds for a child to rerun the earlier exercises, on top of what they took
+_PRELUDE_SLACK = (
+    30.0  # seconds for a child to rerun the earlier exercises, on top of what they took
+)
 _RESULT_BYTES = 64 * 1024 * 1024
 
 
@@ -82,7 +85,7 @@ class FrameBuffer:
                 raise ValueError("a message over the size limit")
             if len(self.buf) < self._head.size + n:
                 break
-            raw = bytes(self.buf[self._head.size: self._head.size + n])
+            raw = bytes(self.buf[self._head.size : self._head.size + n])
             del self.buf[: self._head.size + n]
             out.append(self._json.loads(raw))
         return out
@@ -96,7 +99,11 @@ def _bound_names(source: str) -> set[str]:
         return set()
     names: set[str] = set()
     for node in tree.body:
-        for sub in ast.walk(node) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) else [node]:
+        for sub in (
+            ast.walk(node)
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            else [node]
+        ):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
                 names.add(sub.id)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -104,7 +111,11 @@ def _bound_names(source: str) -> set[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name.split(".")[0]) for a in node.names)
         elif isinstance(node, (ast.For, ast.With, ast.If, ast.Try)):
-            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+            names.update(
+                n.id
+                for n in ast.walk(node)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            )
     return names
 
 
@@ -174,9 +185,13 @@ class Zygote:
                 except Exception:  # noqa: BLE001 - a check cell's error shows in its own exercise's child
                     if cell["role"] == "setup":
                         raise
-                self.saved[cell["id"]] = {n: self.ns[n] for n in _bound_names(cell["source"]) if n in self.ns}
-            _warm_up("".join(c["source"] for c in self.cells) + "".join(
-                src for e in self.plan["exercises"] for src in e["answers"]))
+                self.saved[cell["id"]] = {
+                    n: self.ns[n] for n in _bound_names(cell["source"]) if n in self.ns
+                }
+            _warm_up(
+                "".join(c["source"] for c in self.cells)
+                + "".join(src for e in self.plan["exercises"] for src in e["answers"])
+            )
         finally:
             sys.stdout.flush()
             os.dup2(saved_out[0], 1)
@@ -247,8 +262,13 @@ class Zygote:
         elapsed = time.monotonic() - (started or t0)
         if result is not None:
             self.spent[name] = elapsed
-            return {"exercise": name, "status": "graded", "results": result.get("results"),
-                    "errors": result.get("errors"), "seconds": round(elapsed, 3)}
+            return {
+                "exercise": name,
+                "status": "graded",
+                "results": result.get("results"),
+                "errors": result.get("errors"),
+                "seconds": round(elapsed, 3),
+            }
         if status is None:  # the pipe closed without the outcomes
             status = "crashed"
             if os.WIFSIGNALED(wstatus):
@@ -256,8 +276,13 @@ class Zygote:
             elif os.WIFEXITED(wstatus):
                 why = f"exited with code {os.WEXITSTATUS(wstatus)}"
         self.spent[name] = elapsed
-        return {"exercise": name, "status": status, "why": why, "started": started is not None,
-                "seconds": round(elapsed, 3)}
+        return {
+            "exercise": name,
+            "status": status,
+            "why": why,
+            "started": started is not None,
+            "seconds": round(elapsed, 3),
+        }
 
 
 class _Child:
@@ -277,10 +302,12 @@ class _Child:
         os.close(devnull)
         mb = int(self.z.plan.get("memory_mb") or 0)
         limit = float(self.z.plan["time_limit"])
-        for which, value in (("RLIMIT_AS", mb * 1024 * 1024 if mb else None),
-                             ("RLIMIT_CORE", 0),
-                             ("RLIMIT_FSIZE", int(self.z.plan.get("fsize_mb", 256)) * 1024 * 1024),
-                             ("RLIMIT_CPU", int(4 * limit + 4 * _PRELUDE_SLACK))):
+        for which, value in (
+            ("RLIMIT_AS", mb * 1024 * 1024 if mb else None),
+            ("RLIMIT_CORE", 0),
+            ("RLIMIT_FSIZE", int(self.z.plan.get("fsize_mb", 256)) * 1024 * 1024),
+            ("RLIMIT_CPU", int(4 * limit + 4 * _PRELUDE_SLACK)),
+        ):
             if value is not None and hasattr(resource, which):
                 try:
                     resource.setrlimit(getattr(resource, which), (value, value))
@@ -301,7 +328,7 @@ class _Child:
         errors: list[str] = []
         last_check = max(i for i, c in enumerate(self.z.cells) if c.get("exercise") == self.name)
         begun: set[str] = set()
-        for i, cell in enumerate(self.z.cells[: last_check + 1]):
+        for cell in self.z.cells[: last_check + 1]:
             role, owner = cell["role"], cell.get("exercise")
             if role == "setup":
                 ns.update(self.z.saved.get(cell["id"], {}))
@@ -313,7 +340,11 @@ class _Child:
                 if mine:
                     write_frame(self.w, {"started": True})
                 stubbed = owner in self.z.stubbed and not mine
-                sources = self.z.exercises[owner]["stub"] if stubbed else self.z.exercises[owner]["answers"]
+                sources = (
+                    self.z.exercises[owner]["stub"]
+                    if stubbed
+                    else self.z.exercises[owner]["answers"]
+                )
                 for k, src in enumerate(sources):
                     try:
                         _run(src, f"<answer {owner} {k + 1}>", ns)

@@ -9,11 +9,21 @@ imported in the student's kernel through ``checks``).
 ``format_verdict`` writes a line; ``read_verdict`` finds the verdict of one named check in a
 check cell's output. Both sides use this module, so the format has one home.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PASS", "FAIL", "HINT_SEP", "Verdict", "format_verdict", "parse_line", "read_verdict", "pass_lines"]
+__all__ = [
+    "PASS",
+    "FAIL",
+    "HINT_SEP",
+    "Verdict",
+    "format_verdict",
+    "parse_line",
+    "read_verdict",
+    "pass_lines",
+]
 
 PASS, FAIL, HINT_SEP = "[PASS] ", "[FAIL] ", ". Hint: "
 
@@ -43,7 +53,7 @@ def parse_line(line: str, name: str) -> Verdict | None:
         return Verdict(name, True)
     head = f"{FAIL}{name}: "
     if line.startswith(head):
-        reason, _, hint = line[len(head):].partition(HINT_SEP)
+        reason, _, hint = line[len(head) :].partition(HINT_SEP)
         return Verdict(name, False, reason, hint)
     return None
 

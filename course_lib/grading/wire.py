@@ -12,6 +12,7 @@ checks every tag, type, size, depth and byte count, and raises :class:`WireError
 else. ``write_frame``/``read_frame`` move one JSON document over a pipe, length-prefixed and
 size-capped.
 """
+
 from __future__ import annotations
 
 import base64
@@ -23,8 +24,19 @@ from typing import Any
 
 import torch
 
-__all__ = ["WireError", "Unsendable", "encode", "decode", "dumps", "loads", "write_frame", "read_frame",
-           "MAX_BYTES", "MAX_DEPTH", "MAX_ITEMS"]
+__all__ = [
+    "WireError",
+    "Unsendable",
+    "encode",
+    "decode",
+    "dumps",
+    "loads",
+    "write_frame",
+    "read_frame",
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_ITEMS",
+]
 
 MAX_BYTES = 64 * 1024 * 1024  # the largest message (a student's results of one exercise)
 MAX_DEPTH = 32  # nesting of lists, tuples and dicts
@@ -33,9 +45,18 @@ MAX_STR = 1_000_000  # characters of one string
 MAX_INT_DIGITS = 400
 
 _DTYPES = {  # the tensor dtypes that cross (name -> dtype); anything else is refused
-    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
-    "complex64": torch.complex64, "complex128": torch.complex128, "uint8": torch.uint8, "int8": torch.int8,
-    "int16": torch.int16, "int32": torch.int32, "int64": torch.int64, "bool": torch.bool,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "complex64": torch.complex64,
+    "complex128": torch.complex128,
+    "uint8": torch.uint8,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
 }
 _NAMES = {v: k for k, v in _DTYPES.items()}
 _HEADER = struct.Struct("!Q")
@@ -49,7 +70,8 @@ class Unsendable(TypeError):
     """A value the student's process cannot send (encoding): an object, a function, a module..."""
 
 
-# --------------------------------------------------------------------------- encoding (student side)
+# --------------------------------------------------------------------------- encoding (student
+# side)
 MAX_VALUE_BYTES = 16 * 1024 * 1024  # tensor bytes in one check's value
 
 
@@ -79,8 +101,12 @@ def encode(value: Any, _depth: int = 0, _budget: list[int] | None = None) -> Any
         if budget[0] < 0:
             raise Unsendable(f"more than {MAX_VALUE_BYTES // 2**20} MB of tensor data")
         raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        return {"t": "tensor", "dtype": _NAMES[t.dtype], "shape": [int(d) for d in t.shape],
-                "data": base64.b64encode(raw).decode("ascii")}
+        return {
+            "t": "tensor",
+            "dtype": _NAMES[t.dtype],
+            "shape": [int(d) for d in t.shape],
+            "data": base64.b64encode(raw).decode("ascii"),
+        }
     if type(value).__module__ == "numpy":
         import numpy as np
 
@@ -93,13 +119,19 @@ def encode(value: Any, _depth: int = 0, _budget: list[int] | None = None) -> Any
         if isinstance(value, np.floating):
             return encode(float(value), _depth, budget)
     if isinstance(value, (list, tuple)):
-        return {"t": "tuple" if isinstance(value, tuple) else "list", "v": [encode(v, _depth + 1, budget) for v in value]}
+        return {
+            "t": "tuple" if isinstance(value, tuple) else "list",
+            "v": [encode(v, _depth + 1, budget) for v in value],
+        }
     if isinstance(value, dict):
         keys = list(value)
         if not all(_plain_key(k) for k in keys):
             raise Unsendable("a dict whose keys are not strings, numbers or tuples of them")
-        return {"t": "dict", "k": [encode(k, _depth + 1, budget) for k in keys],
-                "v": [encode(value[k], _depth + 1, budget) for k in keys]}
+        return {
+            "t": "dict",
+            "k": [encode(k, _depth + 1, budget) for k in keys],
+            "v": [encode(value[k], _depth + 1, budget) for k in keys],
+        }
     raise Unsendable(f"a {type(value).__name__}")
 
 
@@ -109,7 +141,12 @@ def _plain_key(k: Any, depth: int = 0) -> bool:
         return True
     if isinstance(k, (str, int, float)):
         return True
-    return isinstance(k, tuple) and depth < 4 and len(k) <= 64 and all(_plain_key(x, depth + 1) for x in k)
+    return (
+        isinstance(k, tuple)
+        and depth < 4
+        and len(k) <= 64
+        and all(_plain_key(x, depth + 1) for x in k)
+    )
 
 
 def dumps(value: Any) -> bytes:
@@ -117,7 +154,8 @@ def dumps(value: Any) -> bytes:
     return json.dumps(encode(value), separators=(",", ":")).encode()
 
 
-# --------------------------------------------------------------------------- decoding (checker side)
+# --------------------------------------------------------------------------- decoding (checker
+# side)
 class _Budget:
     def __init__(self) -> None:
         self.items = 0
@@ -186,7 +224,11 @@ def _str(v: Any) -> str:
 
 
 def _dims(v: Any) -> list[int]:
-    if not isinstance(v, list) or len(v) > 16 or not all(type(d) is int and 0 <= d < 2**40 for d in v):
+    if (
+        not isinstance(v, list)
+        or len(v) > 16
+        or not all(type(d) is int and 0 <= d < 2**40 for d in v)
+    ):
         raise WireError("a malformed shape")
     return v
 
