@@ -238,7 +238,7 @@ def _received(name: str, expect_raise: bool) -> _Outcome:
     err = rec.get("error")
     if err is not None:
         text = str(err) if isinstance(err, str) else "a malformed error"
-        text = "".join(ch if ch.isprintable() else " " for ch in text)[:_MAX_REASON]
+        text = wire.one_line(text, _MAX_REASON)
         return _Outcome(error=text or "failed")
     if expect_raise:
         raised = rec.get("raised")

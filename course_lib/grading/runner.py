@@ -32,7 +32,7 @@ from .checker import Checker
 from .notebooks import GraderError
 from .spec import NotebookSpec, meta, role
 from .student import FrameBuffer
-from .wire import write_frame
+from .wire import one_line, write_frame
 
 __all__ = [
     "student_plan",
@@ -276,7 +276,7 @@ _POOL = _Pool()
 def _clean_errors(errors) -> list[str]:
     if not isinstance(errors, list):
         return []
-    return ["".join(ch if ch.isprintable() else " " for ch in str(e))[:300] for e in errors[:20]]
+    return [one_line(e) for e in errors[:20]]
 
 
 # --------------------------------------------------------------------------- one grading

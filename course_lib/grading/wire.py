@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "one_line",
     "WireError",
     "Unsendable",
     "encode",
@@ -133,6 +134,12 @@ def encode(value: Any, _depth: int = 0, _budget: list[int] | None = None) -> Any
             "v": [encode(value[k], _depth + 1, budget) for k in keys],
         }
     raise Unsendable(f"a {type(value).__name__}")
+
+
+def one_line(text: Any, limit: int = 300) -> str:
+    """Untrusted text (a reason or an error from the student's process) as one printable line
+    of at most ``limit`` characters, fit for a report."""
+    return "".join(ch if ch.isprintable() else " " for ch in str(text))[:limit]
 
 
 def _plain_key(k: Any, depth: int = 0) -> bool:
