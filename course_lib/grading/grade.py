@@ -441,7 +441,9 @@ def main(argv: list[str] | None = None) -> int:
         "needs course_lib[grading] and bubblewrap (default: a local cluster)",
     )
     ap.add_argument(
-        "--keep", metavar="DIR", help="keep the graded notebook and pytest log here (debugging)"
+        "--keep",
+        metavar="DIR",
+        help="keep the messages between the grader, the student's process and the checker here (debugging)",
     )
     ap.add_argument(
         "--unsafe-no-sandbox",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import json
 import os
 import select
 import signal
@@ -293,11 +294,13 @@ def run_exercises(
     tmp: Path,
 ) -> RunOutcome:
     """Grade every exercise not in ``skip`` (rejected: judged as not run). See the module
-    docstring; a student process that dies as a whole is restarted for the exercises left."""
+    docstring; a student process that dies as a whole is restarted for the exercises left.
+    ``tmp`` receives what was sent and received (``--keep`` copies it: debugging)."""
     _t0 = time.monotonic()
     names = [ex.name for ex in spec.exercises]
     todo = [n for n in names if n not in skip]
     runs: dict[str, ExerciseRun] = {n: ExerciseRun("rejected") for n in skip}
+    log = open(Path(tmp) / "messages.jsonl", "w")  # noqa: SIM115 - closed in the finally below
     checker = Checker(checker_plan(sol))
     sent: list[str] = []
 
@@ -320,6 +323,7 @@ def run_exercises(
             plan = student_plan(
                 sol, spec, answers, stubs, left, stubbed | skip, time_limit, memory_mb, threads
             )
+            log.write(json.dumps({"student_plan": plan}) + "\n")
             proc = _POOL.take(sandbox, threads)
             hard = time.monotonic() + 240 + 2.5 * time_limit * len(left)
             ready, current, err = False, None, ""
@@ -328,6 +332,7 @@ def run_exercises(
                 if not proc.submit(plan):
                     raise GraderError("the student's sandbox could not be started:\n" + proc.stop())
                 for f in proc.frames(hard):
+                    log.write(json.dumps({"from_student": f}) + "\n")
                     if not isinstance(f, dict):
                         break
                     if _DEBUG:
@@ -383,8 +388,10 @@ def run_exercises(
         result = checker.finish(timeout=120 + 2 * time_limit * len(names))
         if _DEBUG:
             print(f"grade debug {time.monotonic() - _t0:7.2f} s: checker done", file=sys.stderr)
+        log.write(json.dumps({"from_checker": result}) + "\n")
     finally:
         checker.close()
+        log.close()
     if "fatal" in result:
         raise GraderError(result["fatal"])
     verdicts = result.get("verdicts", {})
