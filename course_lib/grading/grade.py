@@ -443,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--keep",
         metavar="DIR",
-        help="keep the messages between the grader, the student's process and the checker here (debugging)",
+        help="keep the messages between the grader, the student's process and the checker "
+        "here (debugging)",
     )
     ap.add_argument(
         "--unsafe-no-sandbox",
