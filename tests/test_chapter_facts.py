@@ -5,6 +5,7 @@ independent computation here, so a number cannot drift from what it describes.
 The trained model's copying behaviour (Chapter 8) needs the chapter's training run, so that
 one is read from the built book (slow tier).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,9 @@ def glued(page: str, *names: str, also: tuple[str, ...] = (), given: dict | None
     ``given``: names the test supplies itself (in place of a slow cell that defines them)."""
     cells = _code_cells(page)
     imports = next(c for c in cells if "from course_lib import" in c and "glue" in c)
-    wanted = [c for c in cells if any(f'glue("{n}"' in c for n in names) or any(a in c for a in also)]
+    wanted = [
+        c for c in cells if any(f'glue("{n}"' in c for n in names) or any(a in c for a in also)
+    ]
     missing = [n for n in names if not any(f'glue("{n}"' in c for c in wanted)]
     assert not missing, f"{page}: no cell glues {missing}"
     recorded: dict = {}
@@ -61,7 +64,9 @@ def chapter_config() -> dict:
 
 def test_keys_is_as_far_from_are_as_the_chapter_says():
     # the example sentence as the page shows it, with its two bold words
-    quote = re.search(r"^> (.*\*\*keys\*\*.*\*\*are\*\*.*)$", (BOOK / "01_why_transformers.md").read_text(), re.M)
+    quote = re.search(
+        r"^> (.*\*\*keys\*\*.*\*\*are\*\*.*)$", (BOOK / "01_why_transformers.md").read_text(), re.M
+    )
     words = quote.group(1).split()
     keys, are = words.index("**keys**"), words.index("**are**")
     g = glued("01_why_transformers", "keys_distance", "stairs_distance")
@@ -102,8 +107,16 @@ def test_chapter_8_counts_and_batch_describe_the_trained_model():
     d, T, L = m["d_model"], m["block_size"], m["n_layer"]
     # embeddings, per block 12 d^2 (attention 4, MLP 8) + two LayerNorm gains, final LayerNorm
     expected = V * d + T * d + L * (12 * d * d + 2 * d) + d
-    g = glued("08_training", "n_params_trained", "tied_saving_trained", "batch_size", "block_size",
-              "half_batch", "half_block", also=("text = load_corpus()", "train_ids, val_ids ="))
+    g = glued(
+        "08_training",
+        "n_params_trained",
+        "tied_saving_trained",
+        "batch_size",
+        "block_size",
+        "half_batch",
+        "half_block",
+        also=("text = load_corpus()", "train_ids, val_ids ="),
+    )
     assert g["n_params_trained"] == f"{expected:,}"
     assert g["tied_saving_trained"] == f"{V * d:,}"
     assert (g["batch_size"], g["block_size"]) == (cfg["batch_size"], T)
@@ -115,12 +128,16 @@ def test_tied_embedding_gets_gradient_in_every_row_untied_only_in_looked_up_rows
 
     _ = torch.manual_seed(0)
     model = MiniGPT(GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2, d_model=8))
-    assert model.lm_head.weight is model.tok_emb.weight, "MiniGPT ties the output layer to the embedding"
+    assert model.lm_head.weight is model.tok_emb.weight, (
+        "MiniGPT ties the output layer to the embedding"
+    )
     x = torch.tensor([[0, 1, 0, 1]])  # (1, 4): only tokens 0 and 1
     _, loss = model(x, torch.tensor([[1, 0, 1, 0]]))
     loss.backward()
     rows_with_grad = (model.tok_emb.weight.grad.abs().sum(-1) > 0).tolist()
-    assert all(rows_with_grad), "tied: every row scores every position, so every row gets a gradient"
+    assert all(rows_with_grad), (
+        "tied: every row scores every position, so every row gets a gradient"
+    )
     table = torch.randn(10, 8, requires_grad=True)
     torch.nn.functional.embedding(x, table).sum().backward()
     assert (table.grad.abs().sum(-1) > 0).tolist() == [True, True] + [False] * 8
@@ -131,7 +148,7 @@ def test_gelu_numbers_of_chapter_8():
     x = np.linspace(-4, 4, 801)  # the chapter's grid, in numpy with math.erf
     phi = np.vectorize(lambda v: 0.5 * (1 + math.erf(v / math.sqrt(2))))(x)  # Φ(x)
     gelu = x * phi
-    tanh_form = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    tanh_form = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     i = int(gelu.argmin())
     assert (g["gelu_min"], g["gelu_argmin"]) == (f"{gelu[i]:.3f}", f"{x[i]:.2f}")
     # d/dx x Φ(x) = Φ(x) + x φ(x), at x = -1
@@ -141,7 +158,14 @@ def test_gelu_numbers_of_chapter_8():
 
 
 def test_raw_position_index_numbers_of_chapter_3():
-    g = glued("03_embeddings", "raw_token_norm", "raw_index_max", "raw_neighbour_gap", "raw_pe_norm", "raw_d")
+    g = glued(
+        "03_embeddings",
+        "raw_token_norm",
+        "raw_index_max",
+        "raw_neighbour_gap",
+        "raw_pe_norm",
+        "raw_d",
+    )
     d, T = int(g["raw_d"]), int(g["raw_index_max"]) + 1
     assert g["raw_neighbour_gap"] == f"{1 / (T - 1):.4f}"
     assert g["raw_pe_norm"] == f"{math.sqrt(d / 2):.3f}"  # each sine-cosine pair has length 1
@@ -152,8 +176,14 @@ def test_raw_position_index_numbers_of_chapter_3():
 def test_chapter_1_lstm_numbers_recomputed_with_torch_lstmcell():
     from course_lib.labs.rnn import _inputs, lstm_weights, rnn_gradient_norms
 
-    g = glued("01_why_transformers", "sigmoid_3", "lstm_open_128", "lstm_open_256", "lstm_closed_256",
-              "lstm_rnn_256")
+    g = glued(
+        "01_why_transformers",
+        "sigmoid_3",
+        "lstm_open_128",
+        "lstm_open_256",
+        "lstm_closed_256",
+        "lstm_rnn_256",
+    )
     assert g["sigmoid_3"] == f"{1 / (1 + math.exp(-3)):.3f}"
 
     def torch_lstm_grad(T, forget_bias):  # PyTorch's own cell, loaded with the chapter's weights
@@ -165,7 +195,7 @@ def test_chapter_1_lstm_numbers_recomputed_with_torch_lstmcell():
         x = _inputs(T, 16, 1).requires_grad_(True)
         h = c = torch.zeros(1, 16, dtype=torch.float64)
         for t in range(T):
-            h, c = cell(x[t:t + 1], (h, c))
+            h, c = cell(x[t : t + 1], (h, c))
         (grad,) = torch.autograd.grad(h.sum(), x)
         return float(grad[0].norm())
 
@@ -176,25 +206,56 @@ def test_chapter_1_lstm_numbers_recomputed_with_torch_lstmcell():
 
 
 def test_chapter_1_scaling_fit_recomputed_from_the_stored_runs():
-    g = glued("01_why_transformers", "alpha_power", "n_front", "front_c_lo", "front_c_hi", "kaplan_alpha",
-              "chinchilla_gamma", "n_grid_runs", "long_measured", "alpha_floor", "long_predicted",
-              also=("scaling = load_scaling_runs()",))
+    g = glued(
+        "01_why_transformers",
+        "alpha_power",
+        "n_front",
+        "front_c_lo",
+        "front_c_hi",
+        "kaplan_alpha",
+        "chinchilla_gamma",
+        "n_grid_runs",
+        "long_measured",
+        "alpha_floor",
+        "long_predicted",
+        also=("scaling = load_scaling_runs()",),
+    )
     runs = json.loads((ROOT / "course_lib" / "results" / "scaling.json").read_text())["runs"]
     bench = json.loads((ROOT / "course_lib" / "results" / "train_bench.json").read_text())["runs"]
     # the grid's best run per budget, then every point that no cheaper point beats (brute force)
-    points = [min((r for r in runs if r["budget"] == b), key=lambda r: r["val_loss"])
-              for b in {r["budget"] for r in runs}]
-    points += [{"compute": r["flops_per_token"] * r["steps"] * r["config"]["batch_size"]
-                * r["config"]["model"]["block_size"], "val_loss": r["final_val_loss"]} for r in bench.values()]
-    front = sorted((p for p in points if not any(q["compute"] <= p["compute"] and q["val_loss"] < p["val_loss"]
-                                                for q in points)), key=lambda p: p["compute"])
-    slope, _ = np.polyfit(np.log([p["compute"] for p in front]), np.log([p["val_loss"] for p in front]), 1)
+    points = [
+        min((r for r in runs if r["budget"] == b), key=lambda r: r["val_loss"])
+        for b in {r["budget"] for r in runs}
+    ]
+    points += [
+        {
+            "compute": r["flops_per_token"]
+            * r["steps"]
+            * r["config"]["batch_size"]
+            * r["config"]["model"]["block_size"],
+            "val_loss": r["final_val_loss"],
+        }
+        for r in bench.values()
+    ]
+    front = sorted(
+        (
+            p
+            for p in points
+            if not any(
+                q["compute"] <= p["compute"] and q["val_loss"] < p["val_loss"] for q in points
+            )
+        ),
+        key=lambda p: p["compute"],
+    )
+    slope, _ = np.polyfit(
+        np.log([p["compute"] for p in front]), np.log([p["val_loss"] for p in front]), 1
+    )
     assert g["alpha_power"] == f"{-slope:.3f}"
     assert g["n_front"] == str(len(front)) and g["n_grid_runs"] == str(len(runs))
     for name, value in (("front_c_lo", front[0]["compute"]), ("front_c_hi", front[-1]["compute"])):
         mantissa, exponent = g[name].split(" × 10")  # e.g. "3 × 10¹⁰"
         exponent = int(exponent.translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")))
-        assert abs(float(mantissa) * 10.0 ** exponent / value - 1) < 0.2  # one significant digit
+        assert abs(float(mantissa) * 10.0**exponent / value - 1) < 0.2  # one significant digit
     assert g["long_measured"] == f"{bench['long']['final_val_loss']:.2f}"
     # the published constants, as the papers state them (Kaplan et al. 2020; Hoffmann et al. 2022)
     assert g["kaplan_alpha"] == "0.050"
@@ -225,10 +286,18 @@ def test_chapter_8_model_does_not_copy_as_its_prose_says(built_book):
         for out in cell.get("outputs", []):
             meta = out.get("metadata", {}).get("scrapbook")
             if meta:
-                values[meta["name"]] = next(v for k, v in out["data"].items() if k.endswith("text/plain"))
-    first, second = (float(ast.literal_eval(values[k])) for k in ("copy_loss_first", "copy_loss_second"))
-    assert first > math.log(corpus_characters()), "random characters are less likely than uniform guesses"
-    assert second > 0.8 * first, "the model now copies: rewrite Chapter 8's paragraph on induction heads"
+                values[meta["name"]] = next(
+                    v for k, v in out["data"].items() if k.endswith("text/plain")
+                )
+    first, second = (
+        float(ast.literal_eval(values[k])) for k in ("copy_loss_first", "copy_loss_second")
+    )
+    assert first > math.log(corpus_characters()), (
+        "random characters are less likely than uniform guesses"
+    )
+    assert second > 0.8 * first, (
+        "the model now copies: rewrite Chapter 8's paragraph on induction heads"
+    )
 
 
 def test_chapter_1_lstm_forgets_exponentially_but_slower_than_the_rnn():
@@ -247,8 +316,17 @@ def test_chapter_1_lstm_forgets_exponentially_but_slower_than_the_rnn():
 
 
 def test_chapter_1_recap_quotes_the_fit_the_chapter_prefers():
-    g = glued("01_why_transformers", "recap_fit", "better_fit", "alpha_power", "alpha_floor", "floor_E",
-              "aic_power", "aic_floor", also=("scaling = load_scaling_runs()",))
+    g = glued(
+        "01_why_transformers",
+        "recap_fit",
+        "better_fit",
+        "alpha_power",
+        "alpha_floor",
+        "floor_E",
+        "aic_power",
+        "aic_floor",
+        also=("scaling = load_scaling_runs()",),
+    )
     floor_wins = float(g["aic_floor"]) < float(g["aic_power"])
     assert g["better_fit"] == ("with the floor" if floor_wins else "without a floor")
     if floor_wins:
@@ -286,15 +364,22 @@ def test_chapter_9_numbers_cut_as_the_prose_says():
 
 
 def test_chapter_9_loss_per_token_is_the_best_runs():
-    g = glued("09_tokens", "loss_tok_best", "best_v", "bpc_worst", "worst_v",
-              also=('bench = json.loads(',))
+    g = glued(
+        "09_tokens",
+        "loss_tok_best",
+        "best_v",
+        "bpc_worst",
+        "worst_v",
+        also=('bench = json.loads(',),
+    )
     runs = json.loads((ROOT / "course_lib" / "results" / "bpe_vs_char.json").read_text())["runs"]
     best = min((r for k, r in runs.items() if k != "char"), key=lambda r: r["bits_per_char"])
     assert g["best_v"] == f"{best['vocab_size']:,}"
     assert g["loss_tok_best"] == f"{best['final_val_loss_per_token']:.2f}"
     # the sentence names the run it quotes (after the worst run's sentence, "Its" was ambiguous)
     assert "{glue:text}`best_v`-token model's\nloss per token, {glue:text}`loss_tok_best`" in (
-        (BOOK / "09_tokens.md").read_text())
+        (BOOK / "09_tokens.md").read_text()
+    )
 
 
 def test_chapter_9_tie_rules_agree_on_letters_and_on_the_toy():
@@ -350,8 +435,16 @@ def test_chapter_12_memory_gelu_and_mean_ngram_baseline():
     # the page's pretrained model (a slow cell) only names the state dict's entries: a small
     # stand-in with the same architecture does the same here
     stand_in = MiniGPT(GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2, d_model=8))
-    g = glued("12_finetuning", "l7_state_gib", "l7_full_gib", "l7_lora_mib", "gpt2_gelu_gap", "b_ngram",
-              also=("rows = {(t[",), given={"bench": bench, "pretrained": stand_in})
+    g = glued(
+        "12_finetuning",
+        "l7_state_gib",
+        "l7_full_gib",
+        "l7_lora_mib",
+        "gpt2_gelu_gap",
+        "b_ngram",
+        also=("rows = {(t[",),
+        given={"bench": bench, "pretrained": stand_in},
+    )
     # AdamW: fp32 gradient + two fp32 moments = 12 bytes per trained parameter; + 4 for the weight
     n, lora = 6.74e9, 32 * 4 * 8 * (4096 + 4096)  # Llama 2 7B; rank 8 on W_Q, W_K, W_V, W_O
     assert g["l7_state_gib"] == f"{n * 12 / 2**30:.0f}" == "75"
@@ -359,7 +452,7 @@ def test_chapter_12_memory_gelu_and_mean_ngram_baseline():
     assert g["l7_lora_mib"] == f"{lora * 12 / 2**20:.0f}"
     x = torch.linspace(-4, 4, 801, dtype=torch.float64)
     exact = x * 0.5 * (1 + torch.erf(x / math.sqrt(2)))
-    tanh_form = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    tanh_form = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     assert g["gpt2_gelu_gap"] == sci((exact - tanh_form).abs().max().item(), 1)
     # the n-gram baseline: seed 0's draw in the first paragraph, the mean over seeds later
     ngram = {r["seed"]: r["accuracy"] for r in bench["rows"] if r["mode"] == "ngram"}
@@ -376,7 +469,9 @@ def test_chapter_12_play_titles_and_seed_0s_ngram_baseline():
 
     pretrained, tok = load_pretrained()
     acc = ngram_baseline(play_data(tok, pretrained.cfg.block_size, seed=0))
-    g = glued("12_finetuning", "task_plays", "ngram_acc", also=("pretrained, tok = load_pretrained()",))
+    g = glued(
+        "12_finetuning", "task_plays", "ngram_acc", also=("pretrained, tok = load_pretrained()",)
+    )
     assert g["task_plays"] == "Twelfth Night, The Two Gentlemen of Verona, The Winter's Tale"
     bench = json.loads((ROOT / "course_lib" / "results" / "finetune_bench.json").read_text())
     seed0 = next(r["accuracy"] for r in bench["rows"] if r["mode"] == "ngram" and r["seed"] == 0)
