@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -325,8 +326,10 @@ def torch_transformer_from(model: Seq2Seq) -> nn.Transformer:
     ``model.decode(tgt_in, *model.encode(src))``.
     """
     cfg = model.cfg
-    tr = nn.Transformer(cfg.d_model, cfg.n_head, cfg.n_enc_layer, cfg.n_dec_layer, dim_feedforward=4 * cfg.d_model,
-                        dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
+    with warnings.catch_warnings():  # "enable_nested_tensor is True, but ... norm_first was True": expected
+        warnings.simplefilter("ignore", UserWarning)
+        tr = nn.Transformer(cfg.d_model, cfg.n_head, cfg.n_enc_layer, cfg.n_dec_layer, dim_feedforward=4 * cfg.d_model,
+                            dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
 
     def copy(dst: nn.Module, src: nn.Module) -> None:
         dst.weight.copy_(src.weight)

@@ -182,7 +182,7 @@ def error_kind(hyp: str, ref: str) -> str | None:
     """What kind of mistake a French hypothesis makes (None when it is right):
 
     - "agreement": right but for a plural s (cent/cents, vingt/vingts);
-    - "et": right but for a missing or extra "et" (vingt et un);
+    - "et": right but for a missing or extra "et" (vingt et un, not vingt-un);
     - "mille": one has "mille" and the other has not (the thousands are lost or invented);
     - "thousands": only the words before "mille" are wrong;
     - "hundreds": only the words after "mille" are wrong (or, in a number below 1000, any);
@@ -194,7 +194,7 @@ def error_kind(hyp: str, ref: str) -> str | None:
     unplural = lambda ws: [w[:-1] if w in ("cents", "vingts") else w for w in ws]
     if unplural(h) == unplural(r):
         return "agreement"
-    if [w for w in h if w != "et"] == [w for w in r if w != "et"]:
+    if [w for w in h if w not in ("et", "-")] == [w for w in r if w not in ("et", "-")]:
         return "et"
     if ("mille" in h) != ("mille" in r):
         return "mille"
