@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from course_lib.seq2seq import Seq2SeqConfig, TrainSettings, number_pairs, train
-from course_lib.translate import evaluate
+from course_lib.seq2seq import Seq2SeqConfig, number_pairs
+from course_lib.translate import TrainSettings, evaluate, train
 from _common import write_json  # run from benchmarks/
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "seq2seq.json"

@@ -7,9 +7,10 @@ cent un" needs agreement, and "twenty-one thousand" -> "vingt et un mille" inser
 
 Tokens are **words**, with the hyphen and the comma as tokens of their own ("quatre - vingt -
 dix - sept"): the phenomena live at the level of words (which word, in which order, with or
-without its plural s), the vocabularies stay tiny (about 35 words a side) and a sequence is at
-most about 20 tokens, a quarter of its length in characters, so training is four times cheaper
-per pair and the cross-attention map reads word against word.
+without its plural s), the vocabularies stay tiny (about 30 words a side) and a sentence is
+about a fifth as many tokens as characters (at most 14 English and 17 French tokens), so
+attention and training are several times cheaper per pair and the cross-attention map reads
+word against word.
 
 The model reuses the course's pieces: the encoder is ``course_lib.encoder.Encoder`` (pre-norm
 ``course_lib.model.Block`` with bidirectional attention and a source padding mask); each
@@ -18,12 +19,11 @@ decoder block is ``CausalSelfAttention`` (the causal target mask), then ``CrossA
 ``MLP``, each pre-norm with a residual. With the same weights it computes what
 ``torch.nn.Transformer(norm_first=True, activation="gelu")`` computes
 (``torch_transformer_from`` copies the weights; ``tests/test_seq2seq.py`` checks).
-Decoding and metrics are in ``course_lib.translate``.
+Training, decoding and metrics are in ``course_lib.translate``.
 """
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from dataclasses import asdict, dataclass, field
 
@@ -34,11 +34,10 @@ from torch import nn
 from .attention import LearnedPositionalEmbedding, keep_attention_weights, merge_heads, scaled_dot_product_attention, split_heads
 from .encoder import Encoder
 from .model import MLP, CausalSelfAttention, GPTConfig, gpt_init_
-from .schedule import warmup_cosine
 
 __all__ = ["PAD", "BOS", "EOS", "Vocab", "words", "english", "french", "TranslationData", "number_pairs",
            "pad_rows", "join_words", "Seq2SeqConfig", "CrossAttention", "DecoderBlock", "Seq2Seq", "torch_transformer_from",
-           "TrainSettings", "train", "cross_attention_maps"]
+           "cross_attention_maps"]
 
 PAD, BOS, EOS = 0, 1, 2  # the same three special ids in both vocabularies
 SPECIALS = ("<pad>", "<bos>", "<eos>")
@@ -371,102 +370,3 @@ def cross_attention_maps(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor
     finally:
         model.train(was_training)
     return [block.cross.attn_weights for block in model.blocks]
-
-
-# --------------------------------------------------------------------------- training
-@dataclass
-class TrainSettings:
-    """How ``train`` trains: AdamW, linear warmup then cosine decay to lr / 10 over ``steps``,
-    batches of ``batch_size`` pairs drawn with replacement by a generator seeded with ``seed``;
-    the validation loss every ``eval_every`` steps (and at the end)."""
-
-    steps: int = 500
-    batch_size: int = 64
-    lr: float = 3e-3
-    warmup: int = 50
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    eval_every: int = 100
-    seed: int = 0
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def _trim(src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Drop the columns that are <pad> in every row (a batch is only as wide as its longest pair)."""
-    s = int((src != PAD).sum(1).max())
-    t = int((tgt != PAD).sum(1).max())
-    return src[:, :s], tgt[:, :t]
-
-
-@torch.no_grad()
-def _loss_on(model: Seq2Seq, src: torch.Tensor, tgt: torch.Tensor, batch: int = 1000) -> float:
-    """Mean per-token cross-entropy over a whole split (token-weighted, pads left out)."""
-    was_training = model.training
-    model.eval()
-    total, n = 0.0, 0
-    for i in range(0, len(src), batch):
-        s, t = _trim(src[i:i + batch], tgt[i:i + batch])
-        logits, _ = model(s, t[:, :-1])  # (b, T, V)
-        y = t[:, 1:]
-        total += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=PAD,
-                                       reduction="sum"))
-        n += int((y != PAD).sum())
-    model.train(was_training)
-    return total / n
-
-
-def train(data: TranslationData, cfg: Seq2SeqConfig | None = None, settings: TrainSettings | None = None,
-          progress: bool = False) -> tuple[Seq2Seq, dict]:
-    """Train a ``Seq2Seq`` on ``data``'s training pairs with teacher forcing; returns
-    ``(model (eval mode), history)``.
-
-    ``cfg`` defaults to ``Seq2SeqConfig`` sized for ``data``'s vocabularies and lengths. The
-    same data, config and settings give the same weights (everything is seeded; run on the
-    same number of threads for bit-equal floats). ``history``: ``step`` and ``train_loss``
-    (every step), ``val_step`` and ``val_loss``, ``lr``, ``seconds`` (wall time of training,
-    evaluation included), ``tokens`` (target tokens trained on).
-    """
-    settings = settings or TrainSettings()
-    if cfg is None:
-        cfg = Seq2SeqConfig(len(data.src_vocab), len(data.tgt_vocab), data.max_src_len, data.max_tgt_len)
-    if cfg.src_vocab < len(data.src_vocab) or cfg.tgt_vocab < len(data.tgt_vocab):
-        raise ValueError("train: the config's vocabularies are smaller than the data's; size the config from the data.")
-    torch.manual_seed(settings.seed)  # the weights
-    model = Seq2Seq(cfg)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]  # biases and LayerNorm gains
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": settings.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=settings.lr, betas=(0.9, 0.98))
-    src, tgt = data.tensors("train")
-    val = data.tensors("val") if data.numbers["val"] else None
-    g = torch.Generator().manual_seed(settings.seed + 1)  # the batches
-    hist = {"step": [], "train_loss": [], "val_step": [], "val_loss": [], "lr": [], "tokens": 0}
-    start = time.perf_counter()
-    model.train()
-    for step in range(settings.steps):
-        lr = warmup_cosine(step, settings.lr, settings.warmup, settings.steps, min_lr=settings.lr / 10)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        idx = torch.randint(len(src), (settings.batch_size,), generator=g)
-        s, t = _trim(src[idx], tgt[idx])  # (b, S), (b, T + 1)
-        _, loss = model(s, t[:, :-1], t[:, 1:])  # decoder input: <bos> y_1 ..; targets: y_1 .. <eos>
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if settings.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
-        opt.step()
-        hist["step"].append(step)
-        hist["train_loss"].append(loss.item())
-        hist["lr"].append(lr)
-        hist["tokens"] += int((t[:, 1:] != PAD).sum())
-        last = step == settings.steps - 1
-        if val is not None and (last or (settings.eval_every and (step + 1) % settings.eval_every == 0)):
-            hist["val_step"].append(step + 1)
-            hist["val_loss"].append(_loss_on(model, *val))
-            if progress:
-                print(f"step {step + 1:5d}  train {hist['train_loss'][-1]:.4f}  val {hist['val_loss'][-1]:.4f}  "
-                      f"{time.perf_counter() - start:.1f} s", flush=True)
-    hist["seconds"] = time.perf_counter() - start
-    return model.eval(), hist

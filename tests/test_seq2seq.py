@@ -11,10 +11,10 @@ import sacrebleu
 import torch
 from torch import nn
 
-from course_lib.seq2seq import (BOS, EOS, PAD, Seq2Seq, Seq2SeqConfig, TrainSettings, Vocab, cross_attention_maps,
-                                english, french, join_words, number_pairs, torch_transformer_from, train, words)
-from course_lib.translate import (beam_search, corpus_bleu, error_kind, evaluate, exact_match, greedy_decode,
-                                  length_penalty)
+from course_lib.seq2seq import (BOS, EOS, PAD, Seq2Seq, Seq2SeqConfig, Vocab, cross_attention_maps, english, french,
+                                join_words, number_pairs, torch_transformer_from, words)
+from course_lib.translate import (TrainSettings, beam_search, corpus_bleu, error_kind, evaluate, exact_match,
+                                  greedy_decode, length_penalty, train)
 
 TINY = Seq2SeqConfig(src_vocab=9, tgt_vocab=11, max_src_len=7, max_tgt_len=8, n_enc_layer=2, n_dec_layer=2,
                      n_head=2, d_model=16)
@@ -219,7 +219,10 @@ def _sacre(hyps, refs):
 def _random_sets():
     g = torch.Generator().manual_seed(0)
     vocab = "le chat est sur tapis un deux trois".split()
-    sent = lambda n: [vocab[int(i)] for i in torch.randint(len(vocab), (n,), generator=g)]
+
+    def sent(n):
+        return [vocab[int(i)] for i in torch.randint(len(vocab), (n,), generator=g)]
+
     refs = [sent(int(n)) for n in torch.randint(4, 12, (20,), generator=g)]
     near = [r[:] for r in refs]
     for h in near:  # a few words changed: every n-gram order still matches somewhere
@@ -327,14 +330,16 @@ def test_training_is_reproducible_and_learns():
 # --------------------------------------------------------------------------- the chapter's run
 @pytest.mark.slow
 def test_chapter_config_translates_held_out_numbers():
-    """The chapter's run: defaults of number_pairs, Seq2SeqConfig and TrainSettings (500 steps).
-    Measured on 2 threads (seeds 0, 1, 2): exact match on the 1,000 held-out numbers 0.99x
-    greedy and beam; the threshold leaves room for other CPUs' rounding."""
+    """The chapter's run: defaults of number_pairs, Seq2SeqConfig and TrainSettings (500 steps,
+    about 24 s of training on 2 idle cores). Measured on 2 threads (2026-11-25, seeds 0, 1, 2;
+    benchmarks/seq2seq_bench.py): exact match on the 1,000 held-out numbers 0.997, 0.996, 0.996,
+    greedy and beam alike. The threshold, 0.98, leaves room for another CPU's rounding sending
+    training down a slightly different path; the issue's target is 0.95."""
     torch.set_num_threads(2)
     data = number_pairs()
     model, hist = train(data)
     out = evaluate(model, data, "test")
-    assert out["exact_greedy"] >= 0.95 and out["exact_beam"] >= 0.95
+    assert out["exact_greedy"] >= 0.98 and out["exact_beam"] >= 0.98
     assert out["bleu_greedy"] == pytest.approx(_sacre([words(h) for h in out["hyps_greedy"]],
                                                       [words(r) for r in data.tgt["test"]]).score, abs=1e-9)
     maps = cross_attention_maps(model, *[t[:4] for t in (data.tensors("test")[0], data.tensors("test")[1][:, :-1])])
