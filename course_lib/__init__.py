@@ -7,7 +7,8 @@ Chapters import from here instead of copying helpers from page to page::
 Rooms (CONTRIBUTING.md has the map and the import rules):
 
 - core, flat like nanoGPT: ``attention``, ``loss``, ``lm_loss``, ``optim``, ``schedule``,
-  ``corpus``, ``data``, ``model``, ``train``: the math a reader reuses and the model they train;
+  ``corpus``, ``data``, ``model``, ``train``: the math a reader reuses and the model they train
+  (and Part IV's ``bpe``, ``generate``, ``encoder``, ``lora``, ``seq2seq``, ``translate``);
 - ``labs``: the chapters' experiments (``rnn``, ``matrices``, ``embeddings``, ``positions``,
   ``rope``, ``attention_scaling``, ``attention_cost``, ``backprop``);
 - ``handcalc``: the float64 hand-calculation engine of Chapter 5 and its worksheets;
