@@ -9,7 +9,8 @@ test numbers below 1,000,000), trains ``Seq2Seq`` with the defaults of ``Seq2Seq
 ``TrainSettings`` (the chapter's config) on ``--threads`` threads, then translates the test
 set greedily and with beam search. Prints one table (wall time of data, training and
 evaluation, steps, target tokens per second, final validation loss, exact match and BLEU
-greedy / beam, errors by kind) and writes ``course_lib/results/seq2seq.json`` with the load
+greedy / beam, errors by kind) and writes the same, with the wrong translations and the learned
+word alignment (``aligned_words``), to ``course_lib/results/seq2seq.json``, with the load
 average before and after (the times mean little on a busy machine: say which it was).
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from course_lib.seq2seq import Seq2SeqConfig, number_pairs
+from course_lib.seq2seq import Seq2SeqConfig, aligned_words, number_pairs
 from course_lib.translate import TrainSettings, evaluate, train
 from _common import write_json  # run from benchmarks/
 
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> dict:
             "wrong_greedy": [(n, e, h, r) for n, e, h, r in zip(data.numbers["test"], data.src["test"], ev["hyps_greedy"],
                                                                  data.tgt["test"]) if h != r][:20],
             "val_curve": list(zip(hist["val_step"], [round(v, 5) for v in hist["val_loss"]])),
+            # the learned alignment: for each French word, the English words the last decoder layer read most
+            "alignment": {fr: c.most_common(3) for fr, c in sorted(aligned_words(model, data, "test", n=200).items())},
         })
         print(f"seed {seed}: trained in {hist['seconds']:.1f} s, exact {ev['exact_greedy']:.3f} / {ev['exact_beam']:.3f}",
               flush=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -37,7 +38,7 @@ from .model import MLP, CausalSelfAttention, GPTConfig, gpt_init_
 
 __all__ = ["PAD", "BOS", "EOS", "Vocab", "words", "english", "french", "TranslationData", "number_pairs",
            "pad_rows", "join_words", "Seq2SeqConfig", "CrossAttention", "DecoderBlock", "Seq2Seq", "torch_transformer_from",
-           "cross_attention_maps"]
+           "cross_attention_maps", "aligned_words"]
 
 PAD, BOS, EOS = 0, 1, 2  # the same three special ids in both vocabularies
 SPECIALS = ("<pad>", "<bos>", "<eos>")
@@ -370,3 +371,19 @@ def cross_attention_maps(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor
     finally:
         model.train(was_training)
     return [block.cross.attn_weights for block in model.blocks]
+
+
+def aligned_words(model: Seq2Seq, data: TranslationData, split: str = "test", n: int = 200,
+                  layer: int = -1) -> dict[str, Counter]:
+    """The alignment the cross-attention learned, word by word: for each French word of the
+    first ``n`` pairs of ``split``, the English word that got the most attention (mean over
+    heads, decoder layer ``layer``) at the position that predicted it. Returns
+    {French word: Counter of English words}; e.g. a trained model's "sept" mostly reads "seven"."""
+    src, tgt = (t[:n] for t in data.tensors(split))  # (n, S), (n, T + 1)
+    w = cross_attention_maps(model, src, tgt[:, :-1])[layer].mean(1)  # (n, T, S): heads averaged
+    top = w.argmax(-1)  # (n, T): the most-read source position of each target position
+    out: dict[str, Counter] = {}
+    for b, t in (tgt[:, 1:] != PAD).nonzero().tolist():  # row t predicts target token t + 1
+        fr = data.tgt_vocab.itos[int(tgt[b, t + 1])]
+        out.setdefault(fr, Counter())[data.src_vocab.itos[int(src[b, top[b, t]])]] += 1
+    return out

@@ -11,8 +11,8 @@ import sacrebleu
 import torch
 from torch import nn
 
-from course_lib.seq2seq import (BOS, EOS, PAD, Seq2Seq, Seq2SeqConfig, Vocab, cross_attention_maps, english, french,
-                                join_words, number_pairs, torch_transformer_from, words)
+from course_lib.seq2seq import (BOS, EOS, PAD, Seq2Seq, Seq2SeqConfig, Vocab, aligned_words, cross_attention_maps,
+                                english, french, join_words, number_pairs, torch_transformer_from, words)
 from course_lib.translate import (TrainSettings, beam_search, corpus_bleu, error_kind, evaluate, exact_match,
                                   greedy_decode, length_penalty, train)
 
@@ -87,6 +87,24 @@ def test_padding_changes_nothing_and_gets_zero_attention():
         assert (w.masked_select(~keep[:, None, None, :]) == 0).all()  # no weight on padding
         torch.testing.assert_close(w.sum(-1), torch.ones(3, TINY.n_head, 5))
         assert (w.masked_select(keep[:, None, None, :]) > 0).all()
+
+
+def test_aligned_words_reads_the_cross_attention_argmax():
+    data = number_pairs(n_train=40, n_val=0, n_test=12, seed=2)
+    cfg = Seq2SeqConfig(len(data.src_vocab), len(data.tgt_vocab), data.max_src_len, data.max_tgt_len,
+                        n_enc_layer=1, n_dec_layer=2, n_head=2, d_model=16)
+    model = random_model(cfg)
+    counts = aligned_words(model, data, "test", n=12, layer=0)
+    src, tgt = data.tensors("test")
+    w = cross_attention_maps(model, src, tgt[:, :-1])[0]  # (12, n_head, T, S)
+    want = {}
+    for b in range(12):  # by hand: the French words after <bos>, <eos> included
+        fr = [data.tgt_vocab.itos[i] for i in tgt[b, 1:].tolist() if i != PAD]
+        for t, word in enumerate(fr):
+            s = int(w[b, :, t].mean(0).argmax())
+            want.setdefault(word, []).append(data.src_vocab.itos[int(src[b, s])])
+    assert {k: sorted(v.elements()) for k, v in counts.items()} == {k: sorted(v) for k, v in want.items()}
+    assert "<pad>" not in counts and "<pad>" not in {e for c in counts.values() for e in c}
 
 
 def test_future_target_tokens_do_not_change_earlier_outputs():
@@ -342,5 +360,7 @@ def test_chapter_config_translates_held_out_numbers():
     assert out["exact_greedy"] >= 0.98 and out["exact_beam"] >= 0.98
     assert out["bleu_greedy"] == pytest.approx(_sacre([words(h) for h in out["hyps_greedy"]],
                                                       [words(r) for r in data.tgt["test"]]).score, abs=1e-9)
-    maps = cross_attention_maps(model, *[t[:4] for t in (data.tensors("test")[0], data.tensors("test")[1][:, :-1])])
-    assert len(maps) == model.cfg.n_dec_layer
+    # the learned alignment: French digit words read their English digit word
+    counts = aligned_words(model, data, "test", n=200)
+    for fr, en in (("sept", "seven"), ("cent", "hundred")):
+        assert counts[fr].most_common(1)[0][0] == en
