@@ -8,8 +8,8 @@ Rooms (CONTRIBUTING.md has the map and the import rules):
 
 - core, flat like nanoGPT: ``attention``, ``loss``, ``lm_loss``, ``optim``, ``schedule``,
   ``corpus``, ``data``, ``model``, ``config``, ``device``, ``checkpoint``, ``train`` (and Part
-  IV's ``bpe``, ``generate``, ``kv_cache``, ``encoder``, ``lora``): the math a reader reuses
-  and the model they train;
+  IV's ``bpe``, ``generate``, ``kv_cache``, ``encoder``, ``lora``, and Part V's ``seq2seq``,
+  ``translate``): the math a reader reuses and the model they train;
 - ``labs``: the chapters' experiments (``rnn``, ``matrices``, ``embeddings``, ``positions``,
   ``rope``, ``attention_scaling``, ``attention_cost``, ``backprop``);
 - ``handcalc``: the float64 hand-calculation engine of Chapter 5 and its worksheets;
