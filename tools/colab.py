@@ -1,7 +1,9 @@
 """Colab support: the set-up cell, the paired chapter notebooks and Colab URLs.
 
-Colab opens only ``.ipynb`` files from the repository, so every MyST chapter ``book/NN.md`` in
-``_toc.yml`` gets a paired ``book/NN.ipynb`` (jupytext, ``ipynb,md:myst``). The ``.md`` is the
+Every MyST chapter ``book/NN.md`` in ``_toc.yml`` gets a paired ``book/NN.ipynb`` (jupytext,
+``ipynb,md:myst``), the source's cells as a notebook. (What a reader opens, on Colab or from the
+page's download button, is the chapter's *reader notebook* ``notebooks/NN.ipynb``, generated
+from this pair by ``tools/reader.py`` with the site's numbers and links written in.) The ``.md`` is the
 source; the ``.ipynb`` is regenerated from it with ``--update`` semantics: cells keep the ids
 they had in the previous ``.ipynb`` (matched with jupytext's own matcher), new cells get ids
 derived from their content, outputs are dropped. Regenerating twice gives the same bytes.
@@ -23,7 +25,7 @@ Command line::
 
     python -m tools.colab            # update set-up cells and paired notebooks
     python -m tools.colab --check    # exit 1 and list what is out of date (tests, CI)
-    python -m tools.colab --links    # Markdown table of Colab links (for the README)
+    python -m tools.colab --links    # Markdown table of Colab links (the README's; ./course sync)
     python -m tools.colab book/04_attention.md   # only these chapters/notebooks
 """
 from __future__ import annotations
@@ -374,7 +376,9 @@ def sync(root: Path = ROOT, check: bool = False, only: list[Path] | None = None)
 
 
 def links_markdown(root: Path = ROOT) -> str:
-    """A Markdown table: each chapter with Colab links to its notebook and exercises."""
+    """A Markdown table: each chapter with Colab links to its reader notebook
+    (``notebooks/``, ``tools/reader.py``) and its exercises."""
+    from .reader import reader_rel
     from .toc import toc_files
 
     rows = ["| Chapter | Notebook | Exercises |", "| --- | --- | --- |"]
@@ -387,7 +391,7 @@ def links_markdown(root: Path = ROOT) -> str:
         number = re.match(r"(\d\d)_", md.name)  # the site numbers chapters; titles carry none
         if number and md.parent.name == "book":
             title = f"{int(number.group(1))}. {title}"
-        rel = md.relative_to(root).with_suffix(".ipynb").as_posix()
+        rel = reader_rel(md, root)  # the reader notebook: numbers and links written in
         ex = Path(root) / "exercises" / f"{md.stem}.ipynb"
         ex_cell = f"[Open in Colab]({colab_url(f'exercises/{ex.name}', root)})" if ex.exists() \
             else "—"
