@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import hashlib
 import re
 import sys
@@ -248,7 +249,13 @@ def paired_ipynb_text(md_text: str, previous_ipynb: str | None = None) -> str:
     ``previous_ipynb`` (the current file, if any) supplies the ids of unchanged cells, the
     ``--update`` semantics of jupytext, so an edit changes only the cells it touches. Tab sets
     in Markdown cells are rewritten as plain Markdown (:func:`plain_tab_sets`) for Colab.
+    (Memoised: ``./course check`` asks for each pair twice, for itself and its reader notebook.)
     """
+    return _paired_ipynb_text(md_text, previous_ipynb)
+
+
+@functools.lru_cache(maxsize=64)
+def _paired_ipynb_text(md_text: str, previous_ipynb: str | None) -> str:
     import jupytext
     import nbformat
     from jupytext.combine import map_outputs_to_inputs

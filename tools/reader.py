@@ -218,6 +218,7 @@ def _bibliography(bib_path: str, mtime: float) -> dict:
     return parse_file(bib_path).entries
 
 
+@lru_cache(maxsize=None)
 def _latex_text(text: str) -> str:
     from pylatexenc.latex2text import LatexNodes2Text
 
