@@ -4,11 +4,11 @@ Fast: every paired chapter notebook is in sync with its ``.md`` (regenerated int
 compared byte for byte: ``jupytext --sync`` trusts mtimes and ``--diff`` exits 0 on a
 difference, so neither can be the test), every set-up cell is the generated one, the set-up
 cell does nothing outside Colab and installs from ``_config.yml``'s repository inside it, and
-Colab links name notebooks that exist.
+Colab links name notebooks that exist (a chapter's link opens its reader notebook).
 
 Slow ("fresh Colab"): a new virtual environment with only torch 2.13.0, numpy, matplotlib,
-ipywidgets and ipykernel (no ``course_lib``) runs every paired chapter notebook and every
-solution notebook top to bottom with nbclient, each in a clean kernel and an empty working
+ipywidgets and ipykernel (no ``course_lib``) runs every chapter's reader notebook (what "Open
+in Colab" opens, ``notebooks/``) and every solution notebook top to bottom with nbclient, each in a clean kernel and an empty working
 folder, the set-up cell installing ``course_lib`` from the local checkout through
 ``COURSE_LIB_SOURCE``. Timings go to ``test-output/colab-report.json``.
 """
@@ -32,7 +32,7 @@ import nbformat
 import pytest
 
 from browser_support import merge_report, run_id
-from tools import colab
+from tools import colab, reader
 
 from tools import ROOT
 TEST_OUTPUT = ROOT / "test-output"
@@ -263,6 +263,9 @@ def test_colab_links_name_existing_notebooks():
     for u in urls:
         assert u.startswith(prefix), u
         assert (ROOT / u.removeprefix(prefix)).is_file(), f"{u} names a missing notebook"
+    chapter_links = [u.removeprefix(prefix) for u in urls if "/exercises/" not in u]
+    assert chapter_links and all(u.startswith(f"{reader.READER_DIR}/") for u in chapter_links), \
+        "a chapter's Colab link must open its reader notebook (notebooks/), not the MyST pair"
 
 
 def test_check_command_reports_and_exits_nonzero(tmp_path, capsys):
@@ -435,7 +438,9 @@ def _declared_dependencies() -> list[str]:
     return [re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0] for d in deps]
 
 
-NOTEBOOKS = [md.with_suffix(".ipynb") for md in CHAPTERS] + SOLUTIONS
+# What a Colab reader opens: each chapter's reader notebook (its code cells are the paired
+# notebook's, tests/test_reader.py) and each solution notebook.
+NOTEBOOKS = [reader.reader_path(md) for md in CHAPTERS] + SOLUTIONS
 
 
 @pytest.mark.slow
@@ -447,7 +452,7 @@ def test_notebook_runs_in_fresh_colab(notebook, fresh_colab, tmp_path):
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    assert notebook.is_file(), f"{_rel(notebook)} is missing: run `python -m tools.colab`"
+    assert notebook.is_file(), f"{_rel(notebook)} is missing: run `./course sync`"
     nb = nbformat.read(notebook, as_version=4)
     for cell in nb.cells:  # start clean: a solution's stored outputs must not help it pass
         if cell.cell_type == "code":
@@ -485,4 +490,4 @@ def test_readme_colab_table_is_current():
     with contextlib.redirect_stdout(out):
         assert colab.main(["--links"]) == 0
     assert m.group(1).strip() == out.getvalue().strip(), \
-        "README's Colab table is stale: paste `python -m tools.colab --links` into it"
+        "README's Colab table is stale: run `./course sync`"
