@@ -143,6 +143,17 @@ def test_check_names_each_stale_file_and_sync_fixes_them(repo_copy, capsys):
     assert "0.07" in (root / "notebooks" / "04_attention.ipynb").read_text(encoding="utf-8")
 
 
+def test_a_glued_name_the_build_lacks_is_reported_not_a_crash(repo_copy, capsys):
+    md = repo_copy / "book" / "where_next.md"
+    md.write_text(md.read_text(encoding="utf-8") + "\nNew: {glue:text}`not_built_yet`.\n",
+                  encoding="utf-8")
+    assert sync.main(["--check", "--root", str(repo_copy), "--kind", "reader"]) == 1
+    out = capsys.readouterr().out
+    assert "notebooks/where_next.ipynb (cannot be generated:" in out and "not_built_yet" in out
+    assert sync.main(["--root", str(repo_copy), "--kind", "reader"]) == 1
+    assert "--from-build" in capsys.readouterr().out
+
+
 def test_course_script_has_sync_and_check():
     text = (ROOT / "course").read_text(encoding="utf-8")
     assert "python -m tools.sync \"$@\"" in text and "python -m tools.sync --check" in text

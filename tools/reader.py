@@ -156,8 +156,6 @@ def site_data_from_build(build: Path) -> dict:
     config = env.config
     formats = {"numfig": dict(getattr(config, "numfig_format", {}) or {}),
                "eqref": getattr(config, "math_eqref_format", None) or "({number})"}
-    for key, value in formats["numfig"].items():
-        formats["numfig"][key] = value
     return {"formats": formats, "pages": dict(sorted(pages.items())),
             "titles": dict(sorted(titles.items())),
             "numbers": {k: v for k, v in sorted(sections.items()) if v},

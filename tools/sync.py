@@ -45,7 +45,7 @@ __all__ = ["Change", "Kind", "KINDS", "plan", "sync", "check", "main"]
 class Change:
     path: Path
     reason: str
-    new_text: str
+    new_text: str | None  # None: the file cannot be generated (the reason says why)
 
 
 @dataclass
@@ -128,7 +128,11 @@ def _plan_reader(root: Path) -> list[Change]:
     for md in colab.chapter_paths(root):
         target = reader.reader_path(md, root)
         wanted.add(target.resolve())
-        text = reader.reader_notebook_text(md, root, site)
+        try:
+            text = reader.reader_notebook_text(md, root, site)
+        except (ValueError, KeyError) as exc:  # e.g. a glued name the last build did not have
+            changes.append(Change(target, f"cannot be generated: {exc}", None))
+            continue
         if _read(target) != text:
             why = "missing" if not target.exists() else \
                 f"out of date with {md.relative_to(root).as_posix()} or {reader.SITE_DATA}"
@@ -215,6 +219,9 @@ def sync(root: Path = ROOT, kinds: list[str] | None = None) -> list[tuple[Kind, 
         if kinds and kind.name not in kinds:
             continue
         for change in kind.plan(root):
+            if change.new_text is None:
+                done.append((kind, change))
+                continue
             if change.new_text == "" and change.path.suffix == ".ipynb":
                 change.path.unlink()
             else:
@@ -274,8 +281,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"check: every generated file is current ({', '.join(k.name for k in KINDS)})")
         return 0
     done = sync(root, args.kind)
+    failed = [(kind, c) for kind, c in done if c.new_text is None]
     for kind, c in done:
-        print(f"wrote [{kind.name}]: {_rel(c.path, root)} ({c.reason})")
+        verb = "FAILED" if c.new_text is None else "wrote"
+        print(f"{verb} [{kind.name}]: {_rel(c.path, root)} ({c.reason})")
+    if failed:
+        print("sync: some files could not be generated (above); a new glued value, label or "
+              "figure needs a build first: `./course build`, then `./course sync --from-build`")
+        return 1
     if not done:
         print("sync: every generated file was already current")
     return 0
