@@ -326,3 +326,44 @@ def test_page_buttons_open_the_reader_notebook(built_book):
         target = (html_dir / page).parent / hrefs[0]
         assert target.resolve().read_bytes() == reader.reader_path(md).read_bytes()
         assert f"blob/main/{md.relative_to(ROOT).with_suffix('.ipynb').as_posix()}" not in text
+
+
+def test_buttons_are_pointed_at_the_reader_notebook(tmp_path):
+    """book/_ext/course_reader.py on the header buttons sphinx-book-theme makes (fast; the
+    slow test above reads the built pages)."""
+    import sys
+    import types
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import course_reader
+    finally:
+        sys.path.remove(str(ROOT / "book" / "_ext"))
+    old = colab.colab_url("book/04_attention.ipynb")
+    context = {
+        "pathto": lambda target, resource=0: f"../{target}",
+        "header_buttons": [
+            {"type": "group", "label": "launch-buttons",
+             "buttons": [{"type": "link", "text": "Colab", "url": old}]},
+            {"type": "group", "label": "download-buttons", "buttons": [
+                {"type": "link", "text": ".md", "url": "../_sources/book/04_attention.md",
+                 "label": "download-source-button"}]},
+        ],
+    }
+    app = types.SimpleNamespace(srcdir=str(ROOT))
+    course_reader.point_buttons(app, "book/04_attention", "page.html", context, None)
+    launch, download = context["header_buttons"]
+    assert launch["buttons"][0]["url"] == colab.colab_url("notebooks/04_attention.ipynb")
+    notebook = download["buttons"][0]
+    assert notebook["label"] == "download-notebook-button"
+    assert notebook["url"] == "../_notebooks/04_attention.ipynb"
+    # a page without a reader notebook (the glossary) keeps the theme's buttons
+    context["header_buttons"][0]["buttons"][0]["url"] = old
+    course_reader.point_buttons(app, "book/glossary", "page.html", context, None)
+    assert context["header_buttons"][0]["buttons"][0]["url"] == old
+
+    out = tmp_path / "html"
+    course_reader.copy_notebooks(types.SimpleNamespace(
+        srcdir=str(ROOT), outdir=str(out), builder=types.SimpleNamespace(format="html")), None)
+    assert (out / "_notebooks" / "worked" / "ex1_forward.ipynb").read_bytes() == (
+        ROOT / "notebooks" / "worked" / "ex1_forward.ipynb").read_bytes()
