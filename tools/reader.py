@@ -36,7 +36,8 @@ from pathlib import Path
 from . import ROOT
 
 __all__ = ["MEASURED", "READER_DIR", "SITE_DATA", "reader_path", "reader_rel", "site_url", "base_url",
-           "reader_notebook_text", "load_site_data", "site_data_from_build", "render_markdown",
+           "reader_notebook_text", "load_site_data", "site_data_from_build", "site_data_differences",
+           "render_markdown",
            "MarkdownContext"]
 
 READER_DIR = "notebooks"
@@ -161,6 +162,27 @@ def site_data_from_build(build: Path) -> dict:
             "numbers": {k: v for k, v in sorted(sections.items()) if v},
             "labels": dict(sorted(labels.items())), "equations": dict(sorted(equations.items())),
             "terms": dict(sorted(terms.items())), "downloads": dict(sorted(downloads.items()))}
+
+
+def site_data_differences(committed: dict, built: dict) -> list[str]:
+    """Where ``notebooks/site.json`` (``committed``) differs from a build's data (``built``),
+    the values in ``MEASURED`` aside (a timing differs from build to build); empty if current."""
+    problems = []
+    for page, keys in MEASURED.items():
+        problems += [f"{page}: MEASURED names {key}, which the build did not glue"
+                     for key in keys if key not in built.get("pages", {}).get(page, {}).get("glue", {})]
+    pages = sorted(set(committed.get("pages", {})) | set(built.get("pages", {})))
+    for page in pages:
+        ga = committed.get("pages", {}).get(page, {}).get("glue", {})
+        gb = built.get("pages", {}).get(page, {}).get("glue", {})
+        skip = set(MEASURED.get(page, ()))
+        for key in sorted((set(ga) | set(gb)) - skip):
+            if ga.get(key) != gb.get(key):
+                problems.append(f"{page}: glued {key} is {ga.get(key)} here, {gb.get(key)} in the build")
+    for section in sorted((set(committed) | set(built)) - {"pages"}):
+        if committed.get(section) != built.get(section):
+            problems.append(f"[{section}] differs from the build")
+    return problems
 
 
 def site_data_text(data: dict) -> str:

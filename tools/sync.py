@@ -263,11 +263,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
     parser.add_argument("--from-build", nargs="?", const="", default=None, metavar="BUILD",
                         help="first rewrite notebooks/site.json from a build folder")
+    parser.add_argument("--compare-build", type=Path, metavar="BUILD",
+                        help="only say whether notebooks/site.json is what BUILD computed")
     parser.add_argument("--kind", action="append", choices=[k.name for k in KINDS],
                         help="only this kind (repeatable)")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     root = args.root
+    if args.compare_build is not None:
+        from .reader import load_site_data, site_data_differences, site_data_from_build
+
+        if not (args.compare_build / ".doctrees" / "environment.pickle").is_file():
+            print(f"no build in {args.compare_build} to compare notebooks/site.json with")
+            return 0
+        problems = site_data_differences(load_site_data(root), site_data_from_build(args.compare_build))
+        if problems:
+            print(f"notebooks/site.json differs from the build in {args.compare_build} "
+                  f"({len(problems)}: {problems[0]} ...): run `./course sync --from-build` "
+                  "and commit, so the reader notebooks show this build's numbers")
+            return 1
+        print("notebooks/site.json is what this build computed")
+        return 0
     if args.from_build is not None and not args.check:
         build = Path(args.from_build) if args.from_build else default_build(root)
         print(f"sync: wrote {_rel(write_site_data(build, root), root)} from {build}")
