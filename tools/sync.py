@@ -22,7 +22,8 @@ the check in the fast tier. Kinds:
 
 ``notebooks/site.json`` (glue values, numbers and anchors of the executed site) is the one
 input a build produces: ``./course sync --from-build [BUILD]`` rewrites it from a build folder
-(default: ``_build``, else the test build ``test-output/book/_build``) before syncing.
+(default: ``_build``, else the test build ``test-output/book/_build``) before syncing;
+``--compare-build BUILD`` only says whether it is current (``./course build`` runs it).
 
 Adding a kind: write ``def _plan_x(root) -> list[Change]`` and add it to ``KINDS``.
 """
