@@ -1,12 +1,12 @@
 """Colab support: the set-up cell, the paired chapter notebooks and Colab URLs.
 
 Every MyST chapter ``book/NN.md`` in ``_toc.yml`` gets a paired ``book/NN.ipynb`` (jupytext,
-``ipynb,md:myst``), the source's cells as a notebook. (What a reader opens, on Colab or from the
-page's download button, is the chapter's *reader notebook* ``notebooks/NN.ipynb``, generated
-from this pair by ``tools/reader.py`` with the site's numbers and links written in.) The ``.md`` is the
-source; the ``.ipynb`` is regenerated from it with ``--update`` semantics: cells keep the ids
-they had in the previous ``.ipynb`` (matched with jupytext's own matcher), new cells get ids
-derived from their content, outputs are dropped. Regenerating twice gives the same bytes.
+``ipynb,md:myst``), the source's cells as a notebook. (What a reader opens, on Colab or from
+the page's download button, is the chapter's *reader notebook* ``notebooks/NN.ipynb``,
+generated from this pair by ``tools/reader.py`` with the site's numbers and links written
+in.) The ``.md`` is the source; the ``.ipynb`` is regenerated from it with ``--update``
+semantics: cells keep the ids they had in the previous ``.ipynb`` (matched with jupytext's
+own matcher), new cells get ids derived from their content, outputs are dropped. Regenerating twice gives the same bytes.
 
 Colab shows Markdown cells as plain Markdown, where a sphinx-design tab set (``{tab-set}`` with
 ``{tab-item}`` children, e.g. the "idea at five levels") would be raw fences. The paired
