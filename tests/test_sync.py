@@ -159,3 +159,14 @@ def test_course_script_has_sync_and_check():
     assert "python -m tools.sync \"$@\"" in text and "python -m tools.sync --check" in text
     out = subprocess.run([str(ROOT / "course"), "help"], capture_output=True, text=True).stdout
     assert "./course sync" in out and "./course check" in out
+
+
+def test_ci_runs_the_fast_tier_first_and_stops_on_its_failure():
+    text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in text  # a failed command stops the script
+    fast = text.index("./course test --fast")
+    slow = [m.start() for m in re.finditer(r'\./course test -m "slow or browser"', text)]
+    assert slow and all(fast < s for s in slow), "the slow tier must come after the fast tier"
+    # together the two tiers are the whole suite (./course test --fast is "not slow and not browser")
+    course = (ROOT / "course").read_text(encoding="utf-8")
+    assert 'pytest -m "not slow and not browser"' in course
