@@ -149,6 +149,19 @@ def test_blocks_become_markdown_jupyter_renders():
     assert "<blockquote>" in html and "<details>" in html and not MYST.search(html)
 
 
+def test_headings_get_the_sites_section_numbers():
+    headings = [["Attention, from intuition", "4"], ["Why divide by \\sqrt{d_k}?", "4.3"],
+                ["Recap", "4.11"]]
+    md = ("# Attention, from intuition\n\n```python\n# Recap\n```\n\n"
+          "## Why divide by $\\sqrt{d_k}$?\n\ntext\n\n## Not on the site\n")
+    out = reader.number_headings(md, headings)
+    assert out.startswith("# 4. Attention, from intuition\n")
+    assert "```python\n# Recap\n```" in out, "a comment in a code block is not a heading"
+    assert "## 4.3. Why divide by $\\sqrt{d_k}$?" in out and "## Not on the site" in out
+    assert reader.number_headings("## Recap", headings) == "## 4.11. Recap"
+    assert headings == [], "each number is used once, in page order"
+
+
 def test_unknown_constructs_fail_loudly():
     with pytest.raises(ValueError, match="has no reader rendering"):
         reader.render_markdown(":::{figure} x.png\n:::", _ctx())
@@ -203,8 +216,8 @@ def test_site_data_differences_ignore_only_measured_values():
     assert len(problems) == 2 and "glued n" in problems[0] and "[labels]" in problems[1]
 
 
-_BLOCKS = ("p", "li", "td", "th", "dt", "dd", "figcaption", "summary")  # not headings: the
-# site numbers its sections, a notebook's headings carry their titles only
+_BLOCKS = ("p", "li", "td", "th", "dt", "dd", "figcaption", "summary",
+           "h1", "h2", "h3", "h4", "h5", "h6")  # headings too: their section numbers
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[^\W\d_]+")
 # math as Jupyter finds it in rendered Markdown (an escaped \\$ or \\[ is text, not math)

@@ -36,7 +36,7 @@ from pathlib import Path
 from . import ROOT
 
 __all__ = ["MEASURED", "READER_DIR", "SITE_DATA", "reader_path", "reader_rel", "site_url", "base_url",
-           "reader_notebook_text", "load_site_data", "site_data_from_build", "site_data_differences",
+           "reader_notebook_text", "number_headings", "load_site_data", "site_data_from_build", "site_data_differences",
            "render_markdown",
            "MarkdownContext"]
 
@@ -149,6 +149,17 @@ def site_data_from_build(build: Path) -> dict:
         if kind == "term":
             terms[name.lower()] = {"page": doc, "anchor": anchor}
     titles = {doc: node.astext() for doc, node in env.titles.items()}
+    from docutils import nodes as _nodes
+
+    headings = {}  # the site's section numbers, in page order (numbered parts only)
+    for doc, secnums in env.toc_secnumbers.items():
+        if doc not in env.tocs:
+            continue
+        found = [[ref.astext(), ".".join(map(str, secnums[ref["anchorname"] or ""]))]
+                 for ref in env.tocs[doc].findall(_nodes.reference)
+                 if secnums.get(ref["anchorname"] or "")]
+        if found:
+            headings[doc] = found
     sections = {doc: ".".join(map(str, env.toc_secnumbers.get(doc, {}).get("", ())))
                 for doc in titles}
     downloads = {}
@@ -158,7 +169,7 @@ def site_data_from_build(build: Path) -> dict:
     formats = {"numfig": dict(getattr(config, "numfig_format", {}) or {}),
                "eqref": getattr(config, "math_eqref_format", None) or "({number})"}
     return {"formats": formats, "pages": dict(sorted(pages.items())),
-            "titles": dict(sorted(titles.items())),
+            "titles": dict(sorted(titles.items())), "headings": dict(sorted(headings.items())),
             "numbers": {k: v for k, v in sorted(sections.items()) if v},
             "labels": dict(sorted(labels.items())), "equations": dict(sorted(equations.items())),
             "terms": dict(sorted(terms.items())), "downloads": dict(sorted(downloads.items()))}
@@ -602,6 +613,44 @@ def render_markdown(source: str, ctx: MarkdownContext) -> str:
 
 
 # --------------------------------------------------------------------------- notebooks
+_HEADING = re.compile(r"^(?P<hashes>#{1,6})[ \t]+(?P<title>.+?)[ \t]*$")
+
+
+def _heading_words(text: str) -> list[str]:
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link: its text
+    return [w.lower() for w in re.findall(r"[^\W\d_]+", text)]
+
+
+def number_headings(markdown: str, headings: list) -> str:
+    """Markdown headings numbered as the site numbers its sections (``## 4.1. Title``).
+
+    ``headings`` is the page's ``[title, number]`` list in order (``site.json``); it is consumed
+    as headings are matched, by their words, so a cell continues where the previous one left.
+    """
+    if not headings:
+        return markdown
+    out, fence = [], None
+    for line in markdown.split("\n"):
+        opening = re.match(r"^\s*(`{3,}|~{3,})", line)
+        if fence:
+            if opening and line.strip().startswith(fence):
+                fence = None
+        elif opening:
+            fence = opening.group(1)
+        else:
+            m = _HEADING.match(line)
+            if m:
+                words = _heading_words(m.group("title"))
+                at = next((i for i, (title, _n) in enumerate(headings)
+                           if _heading_words(title) == words), None)
+                if at is not None:
+                    number = headings[at][1]
+                    del headings[:at + 1]
+                    line = f"{m.group('hashes')} {number}. {m.group('title')}"
+        out.append(line)
+    return "\n".join(out)
+
+
 def _figure_caption(cell, ctx: MarkdownContext) -> str | None:
     figure = (cell.metadata.get("mystnb") or {}).get("figure") or {}
     caption = figure.get("caption")
@@ -637,11 +686,12 @@ def reader_notebook_text(md: Path, root: Path = ROOT, site: dict | None = None,
         pair_text = paired_ipynb_text(md.read_text(encoding="utf-8"), previous)
     nb = nbformat.reads(pair_text, as_version=4)
     ctx = MarkdownContext(page, site, root)
+    headings = list(site.get("headings", {}).get(page, []))
     cells = []
     for cell in nb.cells:
         cell = copy.deepcopy(cell)
         if cell.cell_type == "markdown":
-            cell.source = render_markdown(cell.source, ctx)
+            cell.source = number_headings(render_markdown(cell.source, ctx), headings)
             if not cell.source.strip():
                 continue  # a cell that held only a label
             cells.append(cell)
