@@ -4,18 +4,19 @@ Fast: every paired chapter notebook is in sync with its ``.md`` (regenerated int
 compared byte for byte: ``jupytext --sync`` trusts mtimes and ``--diff`` exits 0 on a
 difference, so neither can be the test), every set-up cell is the generated one, the set-up
 cell does nothing outside Colab and installs from ``_config.yml``'s repository inside it, and
-Colab links name notebooks that exist.
+Colab links name notebooks that exist (a chapter's link opens its reader notebook).
 
 Slow ("fresh Colab"): a new virtual environment with only torch 2.13.0, numpy, matplotlib,
-ipywidgets and ipykernel (no ``course_lib``) runs every paired chapter notebook and every
-solution notebook top to bottom with nbclient, each in a clean kernel and an empty working
+ipywidgets and ipykernel (no ``course_lib``) runs every chapter's reader notebook (what "Open
+in Colab" opens, ``notebooks/``) and every solution notebook top to bottom with nbclient, each in a
+clean kernel and an empty working
 folder, the set-up cell installing ``course_lib`` from the local checkout through
 ``COURSE_LIB_SOURCE``. Timings go to ``test-output/colab-report.json``.
 """
+
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import json
 import os
@@ -30,19 +31,26 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from browser_support import merge_report, run_id
-from tools import colab
 
-from tools import ROOT
+from tools import ROOT, colab, reader
+
 TEST_OUTPUT = ROOT / "test-output"
 CHAPTERS = colab.chapter_paths(ROOT)
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 # What Colab already has; the fresh environment gets exactly these (pinned as in the course).
 # Colab preinstalls scikit-learn, and tokenizers with transformers (Part IV uses both), and
 # altair (the chapters' explorers, course_lib.viz.explorers).
-PREINSTALLED = ["torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "tokenizers",
-                "altair"]
+PREINSTALLED = [
+    "torch",
+    "numpy",
+    "matplotlib",
+    "ipywidgets",
+    "ipykernel",
+    "scikit-learn",
+    "tokenizers",
+    "altair",
+]
 
 
 def _rel(p: Path) -> str:
@@ -54,7 +62,8 @@ def test_every_pair_and_setup_cell_is_up_to_date():
     changes = colab.sync(ROOT, check=True)
     assert not changes, (
         "out of date (run `python -m tools.colab` and commit the result):\n"
-        + "\n".join(f"  {_rel(c.path)}: {c.reason}" for c in changes))
+        + "\n".join(f"  {_rel(c.path)}: {c.reason}" for c in changes)
+    )
 
 
 def test_chapters_are_found_from_the_toc():
@@ -85,9 +94,11 @@ def test_chapter_setup_cell_and_pair(md):
     text_cells = jupytext.read(md).cells
     assert [c.source for c in nb.cells] == [
         colab.plain_tab_sets(c.source) if c.cell_type == "markdown" else c.source
-        for c in text_cells]
+        for c in text_cells
+    ]
     assert not any("{tab-set}" in c.source or "{tab-item}" in c.source for c in nb.cells), (
-        f"{_rel(ipynb)}: a tab set was left as raw fences, which Colab shows as text")
+        f"{_rel(ipynb)}: a tab set was left as raw fences, which Colab shows as text"
+    )
 
 
 @pytest.mark.parametrize("path", sorted(colab.exercise_notebook_paths(ROOT)), ids=_rel)
@@ -163,13 +174,17 @@ def test_tab_sets_become_plain_markdown_for_colab():
     assert ":class: five-levels" not in out and ":sync:" not in out and "::::" not in out
     # Each tab is led by its bold label: on the first line of prose, or as its own paragraph
     # before an equation or a list; tabs keep their order and their content.
-    assert "**Child.** A story, said simply.\nStill the first paragraph.\n\nA second paragraph." in out
+    assert (
+        "**Child.** A story, said simply.\nStill the first paragraph.\n\nA second paragraph." in out
+    )
     assert "**Undergraduate.**\n\n$$\ny = xW\n$$\nwhich is a matrix product." in out
     assert "**Researcher.**\n\n- a list, {cite:p}`vaswani2017attention`" in out
     assert out.index("**Child.**") < out.index("**Undergraduate.**") < out.index("**Researcher.**")
     # Everything outside the tab set is untouched, other directives included.
     assert out.startswith("Before.\n\n**Child.**")
-    assert out.endswith(":::{admonition} Answer\n:class: dropdown\nAn admonition stays as it is.\n:::\n")
+    assert out.endswith(
+        ":::{admonition} Answer\n:class: dropdown\nAn admonition stays as it is.\n:::\n"
+    )
     assert colab.plain_tab_sets(out) == out, "the rewrite is not idempotent"
     plain = "Prose.\n\n:::{note}\nA note.\n:::\n"
     assert colab.plain_tab_sets(plain) == plain
@@ -192,9 +207,11 @@ def test_paired_notebook_writes_tab_sets_out_and_keeps_the_md_as_source():
 
 
 def test_update_inserts_a_missing_setup_cell_under_the_title():
-    text = ("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
-            "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
-            "# 9. A chapter\n\nProse.\n\n```{code-cell} ipython3\nprint('hi')\n```\n")
+    text = (
+        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+        "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
+        "# 9. A chapter\n\nProse.\n\n```{code-cell} ipython3\nprint('hi')\n```\n"
+    )
     out = colab.update_chapter_md(text, ROOT)
     assert "  formats: ipynb,md:myst\n" in out
     title, setup, body = out.index("# 9."), out.index(colab.MARKER), out.index("print('hi')")
@@ -228,8 +245,14 @@ def test_setup_cell_on_colab_installs_from_the_configured_repository(monkeypatch
     calls = _run_setup_cell(monkeypatch, colab_loaded=True, source_env=None)
     assert len(calls) == 1
     (argv,), kwargs = calls[0]
-    assert argv == [sys.executable, "-m", "pip", "install", "-q",
-                    f"course_lib @ git+{url}@{branch}"]
+    assert argv == [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        f"course_lib @ git+{url}@{branch}",
+    ]
     assert kwargs == {"check": True}
     # No --upgrade / --force-reinstall: Colab's torch, numpy and matplotlib stay as they are.
     assert not any(a.startswith(("--upgrade", "-U", "--force")) for a in argv)
@@ -242,11 +265,16 @@ def test_setup_cell_installs_from_course_lib_source(monkeypatch):
 
 def test_repository_comes_from_config(tmp_path):
     (tmp_path / "_config.yml").write_text(
-        "repository:\n  url: https://github.com/someone/fork/\n  branch: draft\n")
-    assert colab.install_requirement(tmp_path) == "course_lib @ git+https://github.com/someone/fork@draft"
+        "repository:\n  url: https://github.com/someone/fork/\n  branch: draft\n"
+    )
+    assert (
+        colab.install_requirement(tmp_path)
+        == "course_lib @ git+https://github.com/someone/fork@draft"
+    )
     assert "git+https://github.com/someone/fork@draft" in colab.setup_cell_source(tmp_path)
     assert colab.colab_url("book/x.ipynb", tmp_path) == (
-        "https://colab.research.google.com/github/someone/fork/blob/draft/book/x.ipynb")
+        "https://colab.research.google.com/github/someone/fork/blob/draft/book/x.ipynb"
+    )
     with pytest.raises(ValueError, match="only .ipynb"):
         colab.colab_url("book/x.md", tmp_path)
     (tmp_path / "_config.yml").write_text("repository:\n  url: https://gitlab.com/a/b\n")
@@ -263,6 +291,10 @@ def test_colab_links_name_existing_notebooks():
     for u in urls:
         assert u.startswith(prefix), u
         assert (ROOT / u.removeprefix(prefix)).is_file(), f"{u} names a missing notebook"
+    chapter_links = [u.removeprefix(prefix) for u in urls if "/exercises/" not in u]
+    assert chapter_links and all(u.startswith(f"{reader.READER_DIR}/") for u in chapter_links), (
+        "a chapter's Colab link must open its reader notebook (notebooks/), not the MyST pair"
+    )
 
 
 def test_check_command_reports_and_exits_nonzero(tmp_path, capsys):
@@ -275,7 +307,10 @@ def test_check_command_reports_and_exits_nonzero(tmp_path, capsys):
     shutil.copy(md.with_suffix(".ipynb"), tmp_path / "book" / md.with_suffix(".ipynb").name)
     stale = tmp_path / "book" / md.name
     stale.write_text(stale.read_text(encoding="utf-8").replace("## Recap", "## Summary", 1))
-    run = lambda *a: colab.main(["--root", str(tmp_path), *a])
+
+    def run(*a):
+        return colab.main(["--root", str(tmp_path), *a])
+
     assert run("--check") == 1
     assert "01_why_transformers.ipynb" in capsys.readouterr().out
     assert run() == 0
@@ -293,8 +328,12 @@ def _pins() -> dict[str, str]:
 
 
 def _freeze(python: Path) -> dict[str, str]:
-    out = subprocess.run([str(python), "-m", "pip", "list", "--format=json"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(out)}
 
 
@@ -306,8 +345,11 @@ def _snapshot_checkout(dest: Path) -> Path:
     for name in ("pyproject.toml", "README.md", "MANIFEST.in", "setup.cfg", "setup.py", "LICENSE"):
         if (ROOT / name).exists():
             shutil.copy(ROOT / name, dest / name)
-    shutil.copytree(ROOT / "course_lib", dest / "course_lib",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+    shutil.copytree(
+        ROOT / "course_lib",
+        dest / "course_lib",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
+    )
     return dest
 
 
@@ -321,8 +363,9 @@ def _build_fresh_colab(venv: Path, workdir: Path) -> dict:
     pins = _pins()
     reqs = [f"{name}=={pins[name]}" if name in pins else name for name in PREINSTALLED]
     assert "torch==2.13.0" in reqs, "requirements.txt must pin torch==2.13.0"
-    proc = subprocess.run([str(python), "-m", "pip", "install", "-q", *reqs],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", *reqs], capture_output=True, text=True
+    )
     assert proc.returncode == 0, f"could not build the fresh-Colab venv:\n{proc.stderr[-3000:]}"
     state["venv_seconds"] = round(time.perf_counter() - start, 1)
     state["preinstalled"] = reqs
@@ -330,35 +373,59 @@ def _build_fresh_colab(venv: Path, workdir: Path) -> dict:
     assert "course-lib" not in before
 
     source = _snapshot_checkout(TEST_OUTPUT / "colab-source")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "JPY_PARENT_PID")}
-    env.update({colab.ENV_VAR: str(source), "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0",
-                "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "JPY_PARENT_PID")
+    }
+    env.update(
+        {
+            colab.ENV_VAR: str(source),
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONHASHSEED": "0",
+            "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        }
+    )
     state["env"] = env
     # The set-up cell once, on its own, to see exactly what it installs.
     t0 = time.perf_counter()
-    proc = subprocess.run([str(python), "-c", colab.setup_cell_source(ROOT)], env=env,
-                          cwd=workdir, capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(python), "-c", colab.setup_cell_source(ROOT)],
+        env=env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, f"the set-up cell failed in the fresh venv:\n{proc.stderr[-3000:]}"
     state["setup_cell_seconds"] = round(time.perf_counter() - t0, 1)
     state["after"] = after = _freeze(python)
-    state["installed_by_setup_cell"] = sorted(f"{n}=={v}" for n, v in after.items()
-                                              if before.get(n) != v)
+    state["installed_by_setup_cell"] = sorted(
+        f"{n}=={v}" for n, v in after.items() if before.get(n) != v
+    )
     # The notebooks' own set-up cells then install the same code as a prebuilt wheel: pip
     # building the package from source with build isolation costs ~15 s per notebook.
     wheels = TEST_OUTPUT / "colab-wheel"
     shutil.rmtree(wheels, ignore_errors=True)
-    proc = subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
-                           str(source)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, f"could not build the course_lib wheel:\n{proc.stderr[-3000:]}"
     env[colab.ENV_VAR] = str(next(wheels.glob("course_lib-*.whl")))
 
     kernels = TEST_OUTPUT / "colab-kernels"
     shutil.rmtree(kernels, ignore_errors=True)
     (kernels / "colab-fresh").mkdir(parents=True)
-    (kernels / "colab-fresh" / "kernel.json").write_text(json.dumps({
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "fresh Colab", "language": "python"}))
+    (kernels / "colab-fresh" / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "fresh Colab",
+                "language": "python",
+            }
+        )
+    )
     state["python"], state["kernels"] = str(python), str(kernels)
     state["source"] = str(source / "course_lib")
     return state
@@ -381,15 +448,23 @@ def fresh_colab(tmp_path_factory):
             state = _build_fresh_colab(venv, tmp_path_factory.mktemp("setup"))
             state_file.write_text(json.dumps(state, indent=1))
     times: dict[str, float] = {}
-    yield types.SimpleNamespace(**{**state, "python": Path(state["python"]),
-                                   "kernels": Path(state["kernels"]),
-                                   "source": Path(state["source"])}, times=times)
+    yield types.SimpleNamespace(
+        **{
+            **state,
+            "python": Path(state["python"]),
+            "kernels": Path(state["kernels"]),
+            "source": Path(state["source"]),
+        },
+        times=times,
+    )
     keys = ("venv_seconds", "setup_cell_seconds") if built_here else ()  # counted once
     part = {k: state[k] for k in (*keys, "preinstalled", "installed_by_setup_cell")}
-    part.update(notebooks=times, notebooks_run=len(times),
-                notebook_seconds=round(sum(times.values()), 1))
-    merge_report(TEST_OUTPUT / "colab-report.json",
-                 os.environ.get("PYTEST_XDIST_WORKER", "main"), part)
+    part.update(
+        notebooks=times, notebooks_run=len(times), notebook_seconds=round(sum(times.values()), 1)
+    )
+    merge_report(
+        TEST_OUTPUT / "colab-report.json", os.environ.get("PYTEST_XDIST_WORKER", "main"), part
+    )
 
 
 @pytest.mark.slow
@@ -402,7 +477,9 @@ def test_fresh_colab_setup_installs_only_course_lib(fresh_colab):
         assert after[name] == before[name], f"the set-up cell changed {name}"
     changed = {n for n in after if before.get(n) != after[n]}
     allowed = {"course-lib"} | {d.lower() for d in _declared_dependencies()}
-    assert changed <= allowed, f"the set-up cell installed more than course_lib: {changed - allowed}"
+    assert changed <= allowed, (
+        f"the set-up cell installed more than course_lib: {changed - allowed}"
+    )
     assert not {n for n in before if n not in after}, "the set-up cell removed packages"
 
 
@@ -411,21 +488,31 @@ def test_fresh_colab_install_ships_every_course_lib_file(fresh_colab):
     """What pip installs on Colab holds every file of the checkout's package, data included
     (the Shakespeare corpus lives in course_lib/corpus_data/): a Colab reader gets the same
     files, with nothing downloaded at run time."""
-    out = subprocess.run([str(fresh_colab.python), "-c", "import course_lib; print(course_lib.__file__)"],
-                         capture_output=True, text=True, check=True, env=fresh_colab.env,
-                         cwd=tempfile.gettempdir()).stdout.strip()
+    out = subprocess.run(
+        [str(fresh_colab.python), "-c", "import course_lib; print(course_lib.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=fresh_colab.env,
+        cwd=tempfile.gettempdir(),
+    ).stdout.strip()
     installed = Path(out).parent
     assert str(installed).startswith(str(TEST_OUTPUT / "colab-venv")), installed
 
     def files(root: Path) -> set[str]:
-        return {p.relative_to(root).as_posix() for p in root.rglob("*")
-                if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+        return {
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        }
 
     missing = sorted(files(fresh_colab.source) - files(installed))
     assert not missing, (
-        "pip install of course_lib leaves out " + ", ".join(missing[:10])
+        "pip install of course_lib leaves out "
+        + ", ".join(missing[:10])
         + ": declare them as package data in pyproject.toml, e.g. "
-        "[tool.setuptools.package-data] course_lib = [\"corpus_data/*\", \"configs/*.json\"]")
+        "[tool.setuptools.package-data] course_lib = [\"corpus_data/*\", \"configs/*.json\"]"
+    )
 
 
 def _declared_dependencies() -> list[str]:
@@ -435,7 +522,9 @@ def _declared_dependencies() -> list[str]:
     return [re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0] for d in deps]
 
 
-NOTEBOOKS = [md.with_suffix(".ipynb") for md in CHAPTERS] + SOLUTIONS
+# What a Colab reader opens: each chapter's reader notebook (its code cells are the paired
+# notebook's, tests/test_reader.py) and each solution notebook.
+NOTEBOOKS = [reader.reader_path(md) for md in CHAPTERS] + SOLUTIONS
 
 
 @pytest.mark.slow
@@ -447,7 +536,7 @@ def test_notebook_runs_in_fresh_colab(notebook, fresh_colab, tmp_path):
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    assert notebook.is_file(), f"{_rel(notebook)} is missing: run `python -m tools.colab`"
+    assert notebook.is_file(), f"{_rel(notebook)} is missing: run `./course sync`"
     nb = nbformat.read(notebook, as_version=4)
     for cell in nb.cells:  # start clean: a solution's stored outputs must not help it pass
         if cell.cell_type == "code":
@@ -455,19 +544,27 @@ def test_notebook_runs_in_fresh_colab(notebook, fresh_colab, tmp_path):
     ksm = KernelSpecManager(kernel_dirs=[str(fresh_colab.kernels)])
     km = KernelManager(kernel_name="colab-fresh", kernel_spec_manager=ksm)
     km.start_kernel(env=fresh_colab.env, cwd=str(tmp_path))
-    client = NotebookClient(nb, km=km, timeout=900, allow_errors=False,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        nb, km=km, timeout=900, allow_errors=False, resources={"metadata": {"path": str(tmp_path)}}
+    )
     start = time.perf_counter()
     try:
         client.execute()
         # It really ran on the freshly installed course_lib, not on the checkout.
-        probe = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-            "import course_lib, sys; print(course_lib.__file__); print(sys.executable)")])
+        probe = nbformat.v4.new_notebook(
+            cells=[
+                nbformat.v4.new_code_cell(
+                    "import course_lib, sys; print(course_lib.__file__); print(sys.executable)"
+                )
+            ]
+        )
         NotebookClient(probe, km=km, timeout=60).execute()
         where = probe.cells[0].outputs[0]["text"]
     except CellExecutionError as exc:
-        pytest.fail(f"{_rel(notebook)} failed in a fresh Colab-like kernel:\n{str(exc)[-4000:]}",
-                    pytrace=False)
+        pytest.fail(
+            f"{_rel(notebook)} failed in a fresh Colab-like kernel:\n{str(exc)[-4000:]}",
+            pytrace=False,
+        )
     finally:
         km.shutdown_kernel(now=True)
         fresh_colab.times[_rel(notebook)] = round(time.perf_counter() - start, 1)
@@ -484,5 +581,6 @@ def test_readme_colab_table_is_current():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert colab.main(["--links"]) == 0
-    assert m.group(1).strip() == out.getvalue().strip(), \
-        "README's Colab table is stale: paste `python -m tools.colab --links` into it"
+    assert m.group(1).strip() == out.getvalue().strip(), (
+        "README's Colab table is stale: run `./course sync`"
+    )

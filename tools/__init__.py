@@ -1,11 +1,8 @@
 """Repository tools (not installed with ``course_lib``): they know the repository's layout.
 
-- ``colab``: the Colab set-up cell and URL, paired notebooks, the README's links table;
-- ``toc``: the one reader of ``_toc.yml``;
-- ``bench``: each chapter's execution time (``./course bench``);
-- ``exercises``: writes ``exercises/`` from ``solutions/`` and checks them.
-
-Run them from the repository root: ``python -m tools.colab``, ``python -m tools.exercises``.
+What each module holds is in CONTRIBUTING.md's map of rooms (one map, not repeated here); the
+generated files they write are listed once, in ``tools.sync``. Run them from the repository
+root: ``./course sync``, ``./course check``, ``python -m tools.exercises --execute NN_name``.
 """
 
 from pathlib import Path

@@ -1,10 +1,13 @@
 """Colab support: the set-up cell, the paired chapter notebooks and Colab URLs.
 
-Colab opens only ``.ipynb`` files from the repository, so every MyST chapter ``book/NN.md`` in
-``_toc.yml`` gets a paired ``book/NN.ipynb`` (jupytext, ``ipynb,md:myst``). The ``.md`` is the
-source; the ``.ipynb`` is regenerated from it with ``--update`` semantics: cells keep the ids
-they had in the previous ``.ipynb`` (matched with jupytext's own matcher), new cells get ids
-derived from their content, outputs are dropped. Regenerating twice gives the same bytes.
+Every MyST chapter ``book/NN.md`` in ``_toc.yml`` gets a paired ``book/NN.ipynb`` (jupytext,
+``ipynb,md:myst``), the source's cells as a notebook. (What a reader opens, on Colab or from
+the page's download button, is the chapter's *reader notebook* ``notebooks/NN.ipynb``,
+generated from this pair by ``tools/reader.py`` with the site's numbers and links written
+in.) The ``.md`` is the source; the ``.ipynb`` is regenerated from it with ``--update``
+semantics: cells keep the ids they had in the previous ``.ipynb`` (matched with jupytext's
+own matcher), new cells get ids derived from their content, outputs are dropped. Regenerating twice
+gives the same bytes.
 
 Colab shows Markdown cells as plain Markdown, where a sphinx-design tab set (``{tab-set}`` with
 ``{tab-item}`` children, e.g. the "idea at five levels") would be raw fences. The paired
@@ -23,13 +26,15 @@ Command line::
 
     python -m tools.colab            # update set-up cells and paired notebooks
     python -m tools.colab --check    # exit 1 and list what is out of date (tests, CI)
-    python -m tools.colab --links    # Markdown table of Colab links (for the README)
+    python -m tools.colab --links    # Markdown table of Colab links (the README's; ./course sync)
     python -m tools.colab book/04_attention.md   # only these chapters/notebooks
 """
+
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import hashlib
 import re
 import sys
@@ -37,12 +42,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "ENV_VAR", "SETUP_CELL_ID", "chapter_paths", "colab_url", "ensure_setup_cell",
-    "exercise_notebook_paths", "install_requirement", "paired_ipynb_text", "plain_tab_sets",
-    "repository", "setup_cell_source", "update_chapter_md", "sync",
+    "ENV_VAR",
+    "SETUP_CELL_ID",
+    "chapter_paths",
+    "colab_url",
+    "ensure_setup_cell",
+    "exercise_notebook_paths",
+    "install_requirement",
+    "paired_ipynb_text",
+    "plain_tab_sets",
+    "repository",
+    "setup_cell_source",
+    "update_chapter_md",
+    "sync",
 ]
 
 from . import ROOT
+
 ENV_VAR = "COURSE_LIB_SOURCE"
 SETUP_CELL_ID = "colab-setup"
 SETUP_TAG = "remove-cell"
@@ -128,8 +144,9 @@ def exercise_notebook_paths(root: Path = ROOT) -> list[Path]:
 
 
 # --------------------------------------------------------------------------- chapter .md
-_CODE_CELL = re.compile(r"^(?P<fence>`{3,})\{code-cell\}[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*\n",
-                        re.M | re.S)
+_CODE_CELL = re.compile(
+    r"^(?P<fence>`{3,})\{code-cell\}[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*\n", re.M | re.S
+)
 
 
 def _md_setup_block(root: Path) -> str:
@@ -141,24 +158,29 @@ def update_chapter_md(text: str, root: Path = ROOT) -> str:
     as its first code cell (replacing an older one, or inserted under the title)."""
     m = re.match(r"---\n(.*?\n)---\n", text, re.S)
     if not m or "jupytext:" not in m.group(1):
-        raise ValueError("a chapter must start with a jupytext front matter (copy the header of "
-                         "book/01_why_transformers.md)")
+        raise ValueError(
+            "a chapter must start with a jupytext front matter (copy the header of "
+            "book/01_why_transformers.md)"
+        )
     header = m.group(1)
     if re.search(r"^  formats:.*$", header, re.M):
         header = re.sub(r"^  formats:.*$", f"  formats: {PAIRING}", header, count=1, flags=re.M)
     else:
         header = header.replace("jupytext:\n", f"jupytext:\n  formats: {PAIRING}\n", 1)
-    head, body = f"---\n{header}---\n", text[m.end():]
+    head, body = f"---\n{header}---\n", text[m.end() :]
 
     block = _md_setup_block(root)
     first = _CODE_CELL.search(body)
     if first and MARKER in first.group("body"):
-        body = body[:first.start()] + block + body[first.end():]
+        body = body[: first.start()] + block + body[first.end() :]
     else:
         title = re.search(r"^# .*\n", body, re.M)
-        at = title.end() if title and (first is None or title.start() < first.start()) else (
-            first.start() if first else len(body))
-        body = body[:at] + "\n" + block + ("\n" if body[at:at + 1] != "\n" else "") + body[at:]
+        at = (
+            title.end()
+            if title and (first is None or title.start() < first.start())
+            else (first.start() if first else len(body))
+        )
+        body = body[:at] + "\n" + block + ("\n" if body[at : at + 1] != "\n" else "") + body[at:]
     return head + body
 
 
@@ -246,7 +268,13 @@ def paired_ipynb_text(md_text: str, previous_ipynb: str | None = None) -> str:
     ``previous_ipynb`` (the current file, if any) supplies the ids of unchanged cells, the
     ``--update`` semantics of jupytext, so an edit changes only the cells it touches. Tab sets
     in Markdown cells are rewritten as plain Markdown (:func:`plain_tab_sets`) for Colab.
+    (Memoised: ``./course check`` asks for each pair twice, for itself and its reader notebook.)
     """
+    return _paired_ipynb_text(md_text, previous_ipynb)
+
+
+@functools.lru_cache(maxsize=64)
+def _paired_ipynb_text(md_text: str, previous_ipynb: str | None) -> str:
     import jupytext
     import nbformat
     from jupytext.combine import map_outputs_to_inputs
@@ -265,8 +293,12 @@ def paired_ipynb_text(md_text: str, previous_ipynb: str | None = None) -> str:
         cell = copy.deepcopy(cell)
         if i == first_code and MARKER in cell.source:
             cell_id = SETUP_CELL_ID
-        elif j is not None and old.cells[j].get("id") and old.cells[j]["id"] not in used \
-                and old.cells[j]["id"] != SETUP_CELL_ID:
+        elif (
+            j is not None
+            and old.cells[j].get("id")
+            and old.cells[j]["id"] not in used
+            and old.cells[j]["id"] != SETUP_CELL_ID
+        ):
             cell_id = old.cells[j]["id"]
         else:
             cell_id = _content_id(cell.source, used | {SETUP_CELL_ID})
@@ -278,8 +310,9 @@ def paired_ipynb_text(md_text: str, previous_ipynb: str | None = None) -> str:
 
     meta = {
         "jupytext": {"formats": PAIRING},
-        "kernelspec": nb.metadata.get("kernelspec", {
-            "display_name": "Python 3", "language": "python", "name": "python3"}),
+        "kernelspec": nb.metadata.get(
+            "kernelspec", {"display_name": "Python 3", "language": "python", "name": "python3"}
+        ),
         "language_info": {"name": "python"},
     }
     out = nbformat.v4.new_notebook(cells=cells, metadata=meta)
@@ -300,8 +333,14 @@ def ensure_setup_cell(nb, root: Path = ROOT):
 
     source = setup_cell_source(root)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    existing = next((i for i in code if nb.cells[i].get("id") == SETUP_CELL_ID
-                     or nb.cells[i].source.startswith(MARKER)), None)
+    existing = next(
+        (
+            i
+            for i in code
+            if nb.cells[i].get("id") == SETUP_CELL_ID or nb.cells[i].source.startswith(MARKER)
+        ),
+        None,
+    )
     if existing is not None and existing == code[0]:
         cell = nb.cells[existing]
     else:
@@ -355,8 +394,13 @@ def _planned(root: Path, only: set[Path] | None) -> list[Change]:
         before = copy.deepcopy(nb)
         ensure_setup_cell(nb, root)
         if nb != before:  # compare content, not formatting: other tools write these files
-            changes.append(Change(path, "set-up cell missing or out of date",
-                                  nbformat.writes(nb, version=4) + "\n"))
+            changes.append(
+                Change(
+                    path,
+                    "set-up cell missing or out of date",
+                    nbformat.writes(nb, version=4) + "\n",
+                )
+            )
     return changes
 
 
@@ -374,7 +418,9 @@ def sync(root: Path = ROOT, check: bool = False, only: list[Path] | None = None)
 
 
 def links_markdown(root: Path = ROOT) -> str:
-    """A Markdown table: each chapter with Colab links to its notebook and exercises."""
+    """A Markdown table: each chapter with Colab links to its reader notebook
+    (``notebooks/``, ``tools/reader.py``) and its exercises."""
+    from .reader import reader_rel
     from .toc import toc_files
 
     rows = ["| Chapter | Notebook | Exercises |", "| --- | --- | --- |"]
@@ -382,25 +428,38 @@ def links_markdown(root: Path = ROOT) -> str:
     for md in chapter_paths(root):
         if md == landing:
             continue
-        title = next((line[2:].strip() for line in md.read_text(encoding="utf-8").splitlines()
-                      if line.startswith("# ")), md.stem)
+        title = next(
+            (
+                line[2:].strip()
+                for line in md.read_text(encoding="utf-8").splitlines()
+                if line.startswith("# ")
+            ),
+            md.stem,
+        )
         number = re.match(r"(\d\d)_", md.name)  # the site numbers chapters; titles carry none
         if number and md.parent.name == "book":
             title = f"{int(number.group(1))}. {title}"
-        rel = md.relative_to(root).with_suffix(".ipynb").as_posix()
+        rel = reader_rel(md, root)  # the reader notebook: numbers and links written in
         ex = Path(root) / "exercises" / f"{md.stem}.ipynb"
-        ex_cell = f"[Open in Colab]({colab_url(f'exercises/{ex.name}', root)})" if ex.exists() \
-            else "—"
+        ex_cell = (
+            f"[Open in Colab]({colab_url(f'exercises/{ex.name}', root)})" if ex.exists() else "—"
+        )
         rows.append(f"| {title} | [Open in Colab]({colab_url(rel, root)}) | {ex_cell} |")
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.colab", description=__doc__.split(
-        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.colab",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("paths", nargs="*", type=Path, help="limit to these files")
-    parser.add_argument("--check", action="store_true", help="report, change nothing; exit 1 "
-                        "if anything is out of date")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="report, change nothing; exit 1 if anything is out of date",
+    )
     parser.add_argument("--links", action="store_true", help="print Colab links as Markdown")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -409,9 +468,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     changes = sync(args.root, check=args.check, only=args.paths or None)
     for c in changes:
-        print(f"{'out of date' if args.check else 'updated'}: "
-              f"{c.path.relative_to(args.root.resolve()) if c.path.is_absolute() else c.path}"
-              f" ({c.reason})")
+        print(
+            f"{'out of date' if args.check else 'updated'}: "
+            f"{c.path.relative_to(args.root.resolve()) if c.path.is_absolute() else c.path}"
+            f" ({c.reason})"
+        )
     if args.check and changes:
         print("Run `python -m tools.colab` to regenerate them, then commit the result.")
         return 1

@@ -4,6 +4,7 @@ In the book build, values are glued with myst-nb so the prose can quote them
 (``{glue:text}`name:.3f```). On Colab or in plain Jupyter myst-nb may be missing; there the
 value is simply shown (or nothing happens with ``display=False``), so the notebook still runs.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,0 +1,194 @@
+"""The registry of generated files (``tools/sync.py``; ``./course sync`` and ``./course check``).
+
+Fast: every generated file of the checkout is current; on a copy of the repository, staling
+one file of each kind makes the check exit 1 naming that kind and file, and the sync makes the
+check pass again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tools import ROOT, sync
+
+
+def test_every_generated_file_is_current():
+    stale = sync.plan(ROOT)
+    assert not stale, (
+        "generated files are stale (run `./course sync` and commit the result):\n"
+        + "\n".join(f"  [{k.name}] {c.path.relative_to(ROOT)}: {c.reason}" for k, c in stale)
+    )
+
+
+def test_registry_names_each_kind_once():
+    names = [k.name for k in sync.KINDS]
+    assert len(names) == len(set(names))
+    assert set(names) == {
+        "format",
+        "colab",
+        "exercises",
+        "worksheets",
+        "reader",
+        "readme",
+        "exercise-table",
+    }
+
+
+@pytest.fixture
+def repo_copy(tmp_path) -> Path:
+    """What the generators read and write, copied (course_lib is imported from the checkout)."""
+    dest = tmp_path / "repo"
+    dest.mkdir()
+    for name in ("_config.yml", "_toc.yml", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, dest / name)
+    ignore = shutil.ignore_patterns("_ext", "__pycache__", ".ipynb_checkpoints", "*.grade.json")
+    for folder in ("book", "solutions", "exercises", "notebooks"):
+        shutil.copytree(ROOT / folder, dest / folder, ignore=ignore)
+    return dest
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _stale_format(root):
+    path = root / "book" / "04_attention.md"
+    _edit(
+        path,
+        "print(\"ages['cat']      =\", ages[\"cat\"])",
+        "print(\"ages['cat']      =\",ages[ \"cat\" ])",
+    )
+    return path
+
+
+def _stale_colab(root):
+    path = root / "book" / "04_attention.ipynb"
+    _edit(path, "Attention is a soft lookup", "Attention is a hard lookup")
+    return path
+
+
+def _stale_exercises(root):
+    path = root / "exercises" / "04_attention.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb["cells"][-1]["source"] = ["edited by hand\n"]
+    path.write_text(json.dumps(nb, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def _stale_worksheets(root):
+    path = root / "book" / "worked" / "worksheets" / "ex1_forward_answers.html"
+    path.write_text(path.read_text(encoding="utf-8") + "<!-- edited -->\n", encoding="utf-8")
+    return path
+
+
+def _stale_reader(root):
+    path = root / "notebooks" / "04_attention.ipynb"
+    _edit(path, "they share most of the weight", "they share much of the weight")
+    return path
+
+
+def _stale_reader_from_site_data(root):
+    """A new glued value in notebooks/site.json (a rebuild changed a number): the page's reader
+    notebook is stale."""
+    site = root / "notebooks" / "site.json"
+    data = json.loads(site.read_text(encoding="utf-8"))
+    data["pages"]["book/04_attention"]["glue"]["lookup_w_lion"]["text/plain"] = "'0.07'"
+    site.write_text(
+        json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    return root / "notebooks" / "04_attention.ipynb"
+
+
+def _stale_readme(root):
+    path = root / "README.md"
+    _edit(path, "| 4. Attention", "| 4. Attentions")
+    return path
+
+
+def _stale_exercise_table(root):
+    path = root / "exercises" / "README.md"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(
+        re.sub(r"(\| `04_attention` \| .*\| )6( \| 15 \|)", r"\g<1>5\2", text), encoding="utf-8"
+    )
+    return path
+
+
+STALERS = {
+    "format": _stale_format,
+    "colab": _stale_colab,
+    "exercises": _stale_exercises,
+    "worksheets": _stale_worksheets,
+    "reader": _stale_reader,
+    "reader (site data)": _stale_reader_from_site_data,
+    "readme": _stale_readme,
+    "exercise-table": _stale_exercise_table,
+}
+
+
+def test_each_kind_can_be_staled():
+    assert {k.split(" ")[0] for k in STALERS} == {k.name for k in sync.KINDS}
+
+
+def test_check_names_each_stale_file_and_sync_fixes_them(repo_copy, capsys):
+    """One file of each kind staled at once (one check and one sync for all: the check costs
+    seconds): the check exits 1 naming each with its kind; after the sync it passes; a reader
+    notebook of no page is reported and removed."""
+    root = repo_copy
+    staled = {
+        kind.split(" ")[0] + " " + STALERS[kind](root).relative_to(root).as_posix()
+        for kind in STALERS
+    }
+    extra = root / "notebooks" / "99_gone.ipynb"
+    shutil.copy(root / "notebooks" / "intro.ipynb", extra)
+    capsys.readouterr()
+    assert sync.main(["--check", "--root", str(root)]) == 1
+    out = capsys.readouterr().out
+    reported = set(re.findall(r"^stale \[([\w-]+)\]: (\S+)", out, re.M))
+    missing = sorted(s for s in staled if tuple(s.split(" ")) not in reported)
+    assert not missing, f"the check did not report {missing}:\n{out}"
+    assert ("reader", "notebooks/99_gone.ipynb") in reported
+    assert sync.main(["--root", str(root)]) == 0
+    capsys.readouterr()
+    assert sync.main(["--check", "--root", str(root)]) == 0, capsys.readouterr().out
+    assert not extra.exists()
+    assert "0.07" in (root / "notebooks" / "04_attention.ipynb").read_text(encoding="utf-8")
+
+
+def test_a_glued_name_the_build_lacks_is_reported_not_a_crash(repo_copy, capsys):
+    md = repo_copy / "book" / "where_next.md"
+    md.write_text(
+        md.read_text(encoding="utf-8") + "\nNew: {glue:text}`not_built_yet`.\n", encoding="utf-8"
+    )
+    assert sync.main(["--check", "--root", str(repo_copy), "--kind", "reader"]) == 1
+    out = capsys.readouterr().out
+    assert "notebooks/where_next.ipynb (cannot be generated:" in out and "not_built_yet" in out
+    assert sync.main(["--root", str(repo_copy), "--kind", "reader"]) == 1
+    assert "--from-build" in capsys.readouterr().out
+
+
+def test_course_script_has_sync_and_check():
+    text = (ROOT / "course").read_text(encoding="utf-8")
+    assert "python -m tools.sync \"$@\"" in text and "python -m tools.sync --check" in text
+    out = subprocess.run([str(ROOT / "course"), "help"], capture_output=True, text=True).stdout
+    assert "./course sync" in out and "./course check" in out
+
+
+def test_ci_runs_the_fast_tier_first_and_stops_on_its_failure():
+    text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in text  # a failed command stops the script
+    fast = text.index("./course test --fast")
+    slow = [m.start() for m in re.finditer(r'\./course test -m "slow or browser"', text)]
+    assert slow and all(fast < s for s in slow), "the slow tier must come after the fast tier"
+    # together the two tiers are the whole suite (./course test --fast is "not slow and not
+    # browser")
+    course = (ROOT / "course").read_text(encoding="utf-8")
+    assert 'pytest -m "not slow and not browser"' in course

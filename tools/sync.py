@@ -1,0 +1,348 @@
+"""The registry of generated files: one list, two commands.
+
+Every file the repository derives from another is listed in :data:`KINDS`, each kind with the
+function that computes what its files should hold. ``./course sync`` writes them all (in the
+order below: a later kind reads what an earlier one wrote); ``./course check`` writes nothing
+and exits 1, naming each stale file and the command that fixes it; ``tests/test_sync.py`` runs
+the check in the fast tier. Kinds:
+
+1. ``format``: chapter code cells formatted by ruff (``tools.format_code``);
+2. ``colab``: each chapter's Colab set-up cell and paired ``book/**/*.ipynb``, the set-up cell
+   of every exercise and solution notebook (``tools.colab``);
+3. ``exercises``: ``exercises/*.ipynb`` from ``solutions/`` and their check metadata
+   (``tools.exercises``);
+4. ``worksheets``: Chapter 5's printable worksheets, ``book/worked/worksheets/``
+   (``course_lib.handcalc.sheets``);
+5. ``reader``: the reader notebooks ``notebooks/**/*.ipynb`` that Colab and the download button
+   open (``tools.reader``), from the sources and ``notebooks/site.json``;
+6. ``readme``: the README's table of Colab links (between its ``colab-links`` markers);
+7. ``exercise-table``: the table of notebooks in ``exercises/README.md`` (between its
+   ``exercise-table`` markers; each exercise's note in parentheses is kept, names, counts and
+   points come from the solutions).
+
+``notebooks/site.json`` (glue values, numbers and anchors of the executed site) is the one
+input a build produces: ``./course sync --from-build [BUILD]`` rewrites it from a build folder
+(default: ``_build``, else the test build ``test-output/book/_build``) before syncing;
+``--compare-build BUILD`` only says whether it is current (``./course build`` runs it).
+
+Adding a kind: write ``def _plan_x(root) -> list[Change]`` and add it to ``KINDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from . import ROOT
+
+__all__ = ["Change", "Kind", "KINDS", "plan", "sync", "check", "main"]
+
+
+@dataclass
+class Change:
+    path: Path
+    reason: str
+    new_text: str | None  # None: the file cannot be generated (the reason says why)
+
+
+@dataclass
+class Kind:
+    name: str
+    what: str
+    plan: Callable[[Path], list[Change]]
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+# --------------------------------------------------------------------------- the kinds
+def _plan_format(root: Path) -> list[Change]:
+    from .format_code import format_page
+    from .toc import page_path, toc_files
+
+    changes = []
+    for name in toc_files(root):
+        page = page_path(name, root)
+        text = _read(page)
+        if text is None or "```{code-cell}" not in text:
+            continue
+        new = format_page(text, root)
+        if new != text:
+            changes.append(Change(page, "code cells not formatted (ruff)", new))
+    return changes
+
+
+def _plan_colab(root: Path) -> list[Change]:
+    from . import colab
+
+    return [Change(c.path, c.reason, c.new_text) for c in colab.sync(root, check=True)]
+
+
+def _plan_exercises(root: Path) -> list[Change]:
+    import copy
+
+    import nbformat
+
+    from .exercises import dumps, make_exercise, sync_checks
+
+    changes = []
+    for sol in sorted((root / "solutions").glob("*.ipynb")):
+        nb = nbformat.read(sol, as_version=4)
+        before = copy.deepcopy(nb)
+        if sync_checks(nb) and nb != before:
+            changes.append(Change(sol, "check metadata out of date", nbformat.writes(nb) + "\n"))
+        out = root / "exercises" / sol.name
+        text = dumps(make_exercise(nb))
+        if _read(out) != text:
+            changes.append(
+                Change(out, f"differs from regenerating it from solutions/{sol.name}", text)
+            )
+    return changes
+
+
+def _plan_worksheets(root: Path) -> list[Change]:
+    import tempfile
+
+    from course_lib.handcalc.sheets import write_worksheets
+
+    changes = []
+    folder = root / "book" / "worked" / "worksheets"
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in write_worksheets(tmp):
+            text = path.read_text(encoding="utf-8")
+            target = folder / path.name
+            if _read(target) != text:
+                changes.append(Change(target, "worksheet differs from course_lib.handcalc", text))
+    return changes
+
+
+def _plan_reader(root: Path) -> list[Change]:
+    from . import colab, reader
+
+    site = reader.load_site_data(root)
+    changes, wanted = [], set()
+    for md in colab.chapter_paths(root):
+        target = reader.reader_path(md, root)
+        wanted.add(target.resolve())
+        try:
+            text = reader.reader_notebook_text(md, root, site)
+        except (ValueError, KeyError) as exc:  # e.g. a glued name the last build did not have
+            changes.append(Change(target, f"cannot be generated: {exc}", None))
+            continue
+        if _read(target) != text:
+            why = (
+                "missing"
+                if not target.exists()
+                else f"out of date with {md.relative_to(root).as_posix()} or {reader.SITE_DATA}"
+            )
+            changes.append(Change(target, f"reader notebook {why}", text))
+    folder = root / reader.READER_DIR
+    for extra in sorted(folder.rglob("*.ipynb")) if folder.is_dir() else []:
+        if extra.resolve() not in wanted and ".ipynb_checkpoints" not in extra.parts:
+            changes.append(Change(extra, "reader notebook of no page in _toc.yml (delete it)", ""))
+    return changes
+
+
+def _between(text: str, start: str, end: str, body: str, path: Path) -> str:
+    pattern = re.compile(re.escape(start) + r"\n.*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"{path} lost its markers {start} ... {end}")
+    return pattern.sub(lambda _m: f"{start}\n{body}\n{end}", text, count=1)
+
+
+def _plan_readme(root: Path) -> list[Change]:
+    from .colab import links_markdown
+
+    path = root / "README.md"
+    text = path.read_text(encoding="utf-8")
+    new = _between(
+        text, "<!-- colab-links:start -->", "<!-- colab-links:end -->", links_markdown(root), path
+    )
+    return [Change(path, "the Colab links table is stale", new)] if new != text else []
+
+
+TABLE_START, TABLE_END = "<!-- exercise-table:start -->", "<!-- exercise-table:end -->"
+TABLE_HEAD = "| notebook | exercises | count | points |\n|---|---|---|---|"
+
+
+def exercise_table(root: Path, current: str = "") -> str:
+    """The table of exercise notebooks: names, counts and points from ``solutions/``; the note
+    after an exercise's name (``(vs nn.RNN)``) is kept from ``current``."""
+    notes: dict[tuple[str, str], str] = {}
+    for stem, names in re.findall(r"^\| `(\w+)` \| (.*?) \| \d+ \| [\d.]+ \|$", current, re.M):
+        for name, note in re.findall(r"`(\w+)`( \([^()]*(?:\([^()]*\)[^()]*)*\))?", names):
+            notes[(stem, name)] = note
+    rows = [TABLE_HEAD]
+    for sol in sorted((root / "solutions").glob("*.ipynb")):
+        cells = json.loads(sol.read_text(encoding="utf-8"))["cells"]
+        answers = [
+            c["metadata"]["course"]
+            for c in cells
+            if c["metadata"].get("course", {}).get("role") == "answer"
+        ]
+        names = ", ".join(
+            f"`{a['exercise']}`{notes.get((sol.stem, a['exercise']), '')}" for a in answers
+        )
+        points = sum(a.get("points", 1) for a in answers)
+        rows.append(f"| `{sol.stem}` | {names} | {len(answers)} | {points:g} |")
+    return "\n".join(rows)
+
+
+def _plan_exercise_table(root: Path) -> list[Change]:
+    path = root / "exercises" / "README.md"
+    text = path.read_text(encoding="utf-8")
+    m = re.search(re.escape(TABLE_START) + r"\n(.*?)\n" + re.escape(TABLE_END), text, re.S)
+    new = _between(
+        text, TABLE_START, TABLE_END, exercise_table(root, m.group(1) if m else ""), path
+    )
+    return [Change(path, "the table of notebooks is stale", new)] if new != text else []
+
+
+KINDS: list[Kind] = [
+    Kind("format", "chapter code cells formatted (ruff)", _plan_format),
+    Kind("colab", "Colab set-up cells and paired book/**/*.ipynb", _plan_colab),
+    Kind("exercises", "exercises/*.ipynb from solutions/", _plan_exercises),
+    Kind("worksheets", "book/worked/worksheets/ from course_lib.handcalc", _plan_worksheets),
+    Kind("reader", "reader notebooks notebooks/**/*.ipynb", _plan_reader),
+    Kind("readme", "README.md's Colab table", _plan_readme),
+    Kind("exercise-table", "exercises/README.md's table of notebooks", _plan_exercise_table),
+]
+
+
+# --------------------------------------------------------------------------- commands
+def plan(root: Path = ROOT, kinds: list[str] | None = None) -> list[tuple[Kind, Change]]:
+    """Every stale generated file (nothing is written)."""
+    root = Path(root)
+    return [(k, c) for k in KINDS if not kinds or k.name in kinds for c in k.plan(root)]
+
+
+def sync(root: Path = ROOT, kinds: list[str] | None = None) -> list[tuple[Kind, Change]]:
+    """Write every stale generated file, kind after kind; returns what was written."""
+    root = Path(root)
+    done = []
+    for kind in KINDS:
+        if kinds and kind.name not in kinds:
+            continue
+        for change in kind.plan(root):
+            if change.new_text is None:
+                done.append((kind, change))
+                continue
+            if change.new_text == "" and change.path.suffix == ".ipynb":
+                change.path.unlink()
+            else:
+                change.path.parent.mkdir(parents=True, exist_ok=True)
+                change.path.write_text(change.new_text, encoding="utf-8")
+            done.append((kind, change))
+    return done
+
+
+check = plan
+
+
+def write_site_data(build: Path, root: Path = ROOT) -> Path:
+    from .reader import SITE_DATA, site_data_from_build, site_data_text
+
+    target = Path(root) / SITE_DATA
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(site_data_text(site_data_from_build(build)), encoding="utf-8")
+    return target
+
+
+def default_build(root: Path = ROOT) -> Path:
+    for candidate in (root / "_build", root / "test-output" / "book" / "_build"):
+        if (candidate / ".doctrees" / "environment.pickle").is_file():
+            return candidate
+    raise FileNotFoundError(
+        "no build found (_build or test-output/book/_build): run `./course build` first"
+    )
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="./course sync|check", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
+    parser.add_argument(
+        "--from-build",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="BUILD",
+        help="first rewrite notebooks/site.json from a build folder",
+    )
+    parser.add_argument(
+        "--compare-build",
+        type=Path,
+        metavar="BUILD",
+        help="only say whether notebooks/site.json is what BUILD computed",
+    )
+    parser.add_argument(
+        "--kind",
+        action="append",
+        choices=[k.name for k in KINDS],
+        help="only this kind (repeatable)",
+    )
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    root = args.root
+    if args.compare_build is not None:
+        from .reader import load_site_data, site_data_differences, site_data_from_build
+
+        if not (args.compare_build / ".doctrees" / "environment.pickle").is_file():
+            print(f"no build in {args.compare_build} to compare notebooks/site.json with")
+            return 0
+        problems = site_data_differences(
+            load_site_data(root), site_data_from_build(args.compare_build)
+        )
+        if problems:
+            print(
+                f"notebooks/site.json differs from the build in {args.compare_build} "
+                f"({len(problems)}: {problems[0]} ...): run `./course sync --from-build` "
+                "and commit, so the reader notebooks show this build's numbers"
+            )
+            return 1
+        print("notebooks/site.json is what this build computed")
+        return 0
+    if args.from_build is not None and not args.check:
+        build = Path(args.from_build) if args.from_build else default_build(root)
+        print(f"sync: wrote {_rel(write_site_data(build, root), root)} from {build}")
+    if args.check:
+        stale = plan(root, args.kind)
+        for kind, c in stale:
+            print(f"stale [{kind.name}]: {_rel(c.path, root)} ({c.reason})")
+        if stale:
+            print("Run `./course sync` (or `python -m tools.sync`) and commit the result.")
+            return 1
+        print(f"check: every generated file is current ({', '.join(k.name for k in KINDS)})")
+        return 0
+    done = sync(root, args.kind)
+    failed = [(kind, c) for kind, c in done if c.new_text is None]
+    for kind, c in done:
+        verb = "FAILED" if c.new_text is None else "wrote"
+        print(f"{verb} [{kind.name}]: {_rel(c.path, root)} ({c.reason})")
+    if failed:
+        print(
+            "sync: some files could not be generated (above); a new glued value, label or "
+            "figure needs a build first: `./course build`, then `./course sync --from-build`"
+        )
+        return 1
+    if not done:
+        print("sync: every generated file was already current")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
