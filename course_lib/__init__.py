@@ -4,17 +4,10 @@ Chapters import from here instead of copying helpers from page to page::
 
     from course_lib import scaled_dot_product_attention, cross_entropy, attention_heatmap, glue
 
-Rooms (CONTRIBUTING.md has the map and the import rules):
-
-- core, flat like nanoGPT: ``attention``, ``loss``, ``lm_loss``, ``optim``, ``schedule``,
-  ``corpus``, ``data``, ``model``, ``config``, ``device``, ``checkpoint``, ``train`` (and Part
-  IV's ``bpe``, ``generate``, ``kv_cache``, ``encoder``, ``lora``, and Part V's ``seq2seq``,
-  ``translate``): the math a reader reuses and the model they train;
-- ``labs``: the chapters' experiments (``rnn``, ``matrices``, ``embeddings``, ``positions``,
-  ``rope``, ``attention_scaling``, ``attention_cost``, ``backprop``);
-- ``handcalc``: the float64 hand-calculation engine of Chapter 5 and its worksheets;
-- ``viz``: figures, explorers and glued numbers (``plotting``, ``explorers``, ``glue``);
-- ``grading``: the checks exercise notebooks call, and the grader (``course-grade``).
+Rooms: the core modules, flat like nanoGPT (the math a reader reuses and the model they
+train); ``labs`` (the chapters' experiments); ``handcalc`` (Chapter 5's hand calculation);
+``viz`` (what a chapter shows); ``grading`` (the exercises' checks and the grader). The one
+map of modules, and the import rules between rooms, are in CONTRIBUTING.md ("Rooms").
 
 Importing ``course_lib`` (or ``course_lib.model``, ``course_lib.train``) loads torch only:
 the plotting names below are resolved on first use, so a training worker or a grading kernel

@@ -1,7 +1,6 @@
-"""What chapters show: ``plotting`` (the course's figures, one style), ``explorers``
-(interactive Vega-Lite figures computed in the browser), ``glue`` (numbers glued into the
-prose), ``report`` (one-word agreement verdicts) and ``architecture`` (the GPT's diagram).
-Imported by chapters, never by the math: nothing outside ``viz`` imports it.
+"""What chapters show: figures in one style, explorers the browser recomputes, numbers glued
+into the prose (the modules: CONTRIBUTING.md, "Rooms"). Imported by chapters, never by the
+math: nothing outside ``viz`` imports it.
 """
 
 
