@@ -164,7 +164,7 @@ def _serve_forks(control_fd: int) -> None:
     from .student import _warm_up
 
     torch.set_num_threads(1)  # no OpenMP threads before fork (a forked child would deadlock)
-    _warm_up("optim")  # an optimizer's first step imports ~800 modules: once here, not per checker
+    _warm_up()  # an optimizer's first step imports ~800 modules: once here, not per checker
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     control = socket.socket(fileno=control_fd)
     while True:

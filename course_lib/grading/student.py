@@ -119,16 +119,15 @@ def _bound_names(source: str) -> set[str]:
     return names
 
 
-def _warm_up(source: str) -> None:
+def _warm_up() -> None:
     """Pay once, before forking, the first-call costs the children would each pay: an
     optimizer's first step imports about 800 modules (torch._dynamo and its dependencies)."""
     import torch
 
-    if "optim" in source or "train" in source:
-        p = torch.zeros(2, requires_grad=True)
-        opt = torch.optim.AdamW([p], lr=0.1)
-        p.grad = torch.ones(2)
-        opt.step()
+    p = torch.zeros(2, requires_grad=True)
+    opt = torch.optim.AdamW([p], lr=0.1)
+    p.grad = torch.ones(2)
+    opt.step()
 
 
 def _error_line(exc: BaseException) -> str:
@@ -188,10 +187,6 @@ class Zygote:
                 self.saved[cell["id"]] = {
                     n: self.ns[n] for n in _bound_names(cell["source"]) if n in self.ns
                 }
-            _warm_up(
-                "".join(c["source"] for c in self.cells)
-                + "".join(src for e in self.plan["exercises"] for src in e["answers"])
-            )
         finally:
             sys.stdout.flush()
             os.dup2(saved_out[0], 1)
@@ -403,7 +398,7 @@ def serve(in_fd: int, out_fd: int) -> int:
     from .wire import read_frame, write_frame
 
     torch.set_num_threads(1)
-    _warm_up("optim")
+    _warm_up()  # once per sandbox, before any submission's zygote is forked
     scratch = os.environ.get("COURSE_SCRATCH")
     while True:
         try:

@@ -1,5 +1,7 @@
-"""The verdict line: the one format a check prints and the grader reads (stdlib only: it is
-imported in the student's kernel through ``checks``).
+"""The verdict line: the one format a check prints in a live notebook (stdlib only: it is
+imported wherever ``checks`` is). The grader does not read printed lines: its checker records
+structured verdicts (``checks``, checker mode); the stored outputs of the solution notebooks
+are these lines (``pass_lines``), which nbval compares.
 
 ::
 
@@ -7,7 +9,7 @@ imported in the student's kernel through ``checks``).
     [FAIL] name: reason. Hint: hint
 
 ``format_verdict`` writes a line; ``read_verdict`` finds the verdict of one named check in a
-check cell's output. Both sides use this module, so the format has one home.
+check cell's printed output (the tests of live mode use it).
 """
 
 from __future__ import annotations
