@@ -21,6 +21,11 @@ Ties between equally frequent pairs go to the pair that comes first in GPT-2's v
 order (``tie_rank``), which is also what Hugging Face ``tokenizers`` does, so the two learn the
 same merges (``tests/test_bpe.py`` checks it).
 
+GPT-2's own files (``vocab.json``: token string -> id; ``merges.txt``: one merge per line, in
+the order learned; tokens written through ``bytes_to_unicode``) load into this tokenizer with
+``GPT2FormatTokenizer.from_files``: the merges are ours, only the numbering of the tokens is the
+files' (``tests/test_gpt2.py`` checks that it encodes as Hugging Face's ``GPT2TokenizerFast``).
+
 Python's ``re`` has no ``\\p{L}`` (any letter) or ``\\p{N}`` (any number), which GPT-2's
 pattern uses. ``unicode_class`` builds those classes from ``unicodedata`` (every code point of
 categories L* or N*), so ``GPT2_PATTERN`` is the same pattern under ``re``. Two differences
@@ -53,6 +58,7 @@ __all__ = [
     "merge_pair",
     "learn_merges",
     "BPETokenizer",
+    "GPT2FormatTokenizer",
     "train_library_bpe",
     "chars_per_token",
     "bits_per_character",
@@ -441,6 +447,98 @@ class BPETokenizer:
     @classmethod
     def from_state_dict(cls, state: dict) -> "BPETokenizer":
         return cls([((a, b), new) for a, b, new in state["merges"]], state["special_tokens"])
+
+
+class GPT2FormatTokenizer:
+    """A ``BPETokenizer`` read from GPT-2's tokenizer files, numbered as the files number it.
+
+    ``GPT2FormatTokenizer.from_files(vocab_json, merges_txt)``. The merges of ``merges.txt``
+    (byte-level strings, "Ġ" for the space byte) become a ``BPETokenizer`` (``.bpe``), which
+    does all the work; ``vocab.json`` only renumbers its tokens: GPT-2 gives the 256 bytes ids
+    in ``bytes_to_unicode`` order ("!" is 0) and ``<|endoftext|>`` the last id (50256), where
+    ``BPETokenizer`` gives byte b the id b. ``encode(str) -> list[int]`` and ``decode(ids)``
+    use the files' ids.
+    """
+
+    def __init__(self, bpe: BPETokenizer, file_ids: Sequence[int]):
+        if len(file_ids) != bpe.vocab_size or len(set(file_ids)) != len(file_ids):
+            raise ValueError(
+                "GPT2FormatTokenizer: file_ids must give every token of the BPETokenizer "
+                f"({bpe.vocab_size}) a distinct id; got {len(file_ids)} ids."
+            )
+        self.bpe = bpe
+        self.to_file = list(file_ids)  # our id -> the files' id
+        self.from_file = {f: i for i, f in enumerate(self.to_file)}  # the files' id -> ours
+
+    @classmethod
+    def from_files(
+        cls, vocab_json, merges_txt, special_tokens: Sequence[str] = (END_OF_TEXT,)
+    ) -> "GPT2FormatTokenizer":
+        """Read ``vocab.json`` and ``merges.txt`` (paths). ``special_tokens``: entries of
+        vocab.json that are special tokens, never made by merges (those absent are skipped)."""
+        import json
+        from pathlib import Path
+
+        vocab = json.loads(Path(vocab_json).read_text(encoding="utf-8"))
+        if not isinstance(vocab, dict):
+            raise ValueError(f"GPT2FormatTokenizer: {vocab_json} must hold a JSON object.")
+        byte_of = {c: b for b, c in bytes_to_unicode().items()}
+        ours = {bytes([b]): b for b in range(256)}  # token bytes -> our id
+        merges = []
+        for n, line in enumerate(Path(merges_txt).read_text(encoding="utf-8").splitlines()):
+            if not line.strip() or (n == 0 and line.startswith("#version")):
+                continue
+            parts = line.split(" ")
+            if len(parts) != 2 or not all(set(p) <= byte_of.keys() and p for p in parts):
+                raise ValueError(
+                    f"GPT2FormatTokenizer: line {n + 1} of {merges_txt} is not a merge of two "
+                    f"byte-level tokens: {line!r}."
+                )
+            a, b = (bytes(byte_of[c] for c in p) for p in parts)
+            if a not in ours or b not in ours:
+                raise ValueError(
+                    f"GPT2FormatTokenizer: line {n + 1} of {merges_txt} merges a token that no "
+                    f"earlier merge made: {line!r}."
+                )
+            new = ours.setdefault(a + b, len(ours))  # an existing token's bytes: its id again
+            merges.append(((ours[a], ours[b]), new))
+        specials = [s for s in special_tokens if s in vocab]
+        bpe = BPETokenizer(merges, specials)
+        names = [bpe.token_str(i) for i in range(bpe.vocab_size)]
+        missing = [t for t in names if t not in vocab]
+        if missing:
+            raise ValueError(
+                f"GPT2FormatTokenizer: {len(missing)} tokens made by {merges_txt} are not in "
+                f"{vocab_json} (e.g. {missing[:3]}); the two files do not belong together."
+            )
+        return cls(bpe, [vocab[t] for t in names])
+
+    @property
+    def vocab_size(self) -> int:
+        return self.bpe.vocab_size
+
+    @property
+    def eot_id(self) -> int:
+        """The files' id of ``<|endoftext|>``."""
+        return self.to_file[self.bpe.eot_id]
+
+    def encode(self, text: str, allowed_special: bool = True) -> list[int]:
+        """str -> the files' token ids (see ``BPETokenizer.encode``)."""
+        return [self.to_file[i] for i in self.bpe.encode(text, allowed_special)]
+
+    def decode(self, ids, errors: str = "replace") -> str:
+        """The files' token ids (list or 1-D tensor) -> str."""
+        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        bad = [i for i in ids if i not in self.from_file]
+        if bad:
+            raise ValueError(f"GPT2FormatTokenizer.decode: unknown token ids {bad[:5]}.")
+        return self.bpe.decode([self.from_file[i] for i in ids], errors=errors)
+
+    def token_str(self, i: int) -> str:
+        """The token with the files' id ``i`` as vocab.json writes it (space = "Ġ")."""
+        if i not in self.from_file:
+            raise ValueError(f"GPT2FormatTokenizer.token_str: unknown token id {i!r}.")
+        return self.bpe.token_str(self.from_file[i])
 
 
 def train_library_bpe(

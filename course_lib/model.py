@@ -8,7 +8,9 @@ code of the attention chapter, which also gives the weights) or through PyTorch'
 ``F.scaled_dot_product_attention`` (same numbers, less memory, faster); ``tests/test_model.py``
 checks that the two agree.
 
-Options of ``GPTConfig`` beyond GPT-2: ``causal=False`` (bidirectional attention, for
+GPT-2 itself is ``GPTConfig.gpt2()``: the defaults differ from it only in the GELU (exact here,
+the tanh approximation in GPT-2: ``gelu="tanh"``) and in the sizes; ``course_lib.gpt2`` loads
+its weights. Options of ``GPTConfig`` beyond GPT-2: ``causal=False`` (bidirectional attention, for
 encoders built from these blocks), ``n_kv_heads`` (grouped-query attention: fewer key/value
 heads, shared by groups of query heads) and ``pos="rope"`` (rotary embeddings of queries and
 keys instead of a learned position table). ``MiniGPT.forward(idx, cache=KVCache)`` runs one
@@ -50,6 +52,7 @@ __all__ += ["KVCache", "LayerKV", "kv_cache_bytes"]  # at home in course_lib.kv_
 
 ATTENTION_KINDS = ("fused", "course_lib")
 POSITION_KINDS = ("learned", "rope")
+GELU_KINDS = ("exact", "tanh")
 
 
 def next_token_loss(logits: torch.Tensor, targets: torch.Tensor | None) -> torch.Tensor | None:
@@ -74,6 +77,12 @@ class GPTConfig:
     to the tokens, GPT-2) or "rope" (queries and keys rotated by their position, Su et al.
     2021; no table, so no parameters and no hard limit at block_size). ``rope_base``: the
     base of RoPE's frequencies.
+
+    The options that make it GPT-2 (``GPTConfig.gpt2()`` sets them all): ``gelu``, the MLP's
+    activation: "exact" (x Φ(x), PyTorch's default) or "tanh" (the tanh approximation GPT-2
+    was trained with); ``bias`` (True: biases in every linear layer and LayerNorm, as GPT-2);
+    ``ln_eps``, the epsilon under every LayerNorm's square root (1e-5, GPT-2's and PyTorch's);
+    ``pos="learned"`` with ``block_size`` 1,024 positions; ``vocab_size`` 50,257 tokens.
     """
 
     vocab_size: int | None = None
@@ -88,6 +97,27 @@ class GPTConfig:
     n_kv_heads: int | None = None
     pos: str = "learned"
     rope_base: float = 10000.0
+    gelu: str = "exact"
+    ln_eps: float = 1e-5
+
+    @classmethod
+    def gpt2(cls, **overrides) -> "GPTConfig":
+        """GPT-2 small (Radford et al. 2019): 12 layers of width 768 with 12 heads, 1,024
+        learned positions, a vocabulary of 50,257 byte-level BPE tokens, biases, tanh GELU,
+        LayerNorm epsilon 1e-5. ``overrides`` change any field (the larger GPT-2s:
+        n_layer=24, n_head=16, d_model=1024 is GPT-2 medium)."""
+        settings = dict(
+            vocab_size=50257,
+            block_size=1024,
+            n_layer=12,
+            n_head=12,
+            d_model=768,
+            bias=True,
+            pos="learned",
+            gelu="tanh",
+            ln_eps=1e-5,
+        )
+        return cls(**{**settings, **overrides})
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model", "n_kv_heads"):
@@ -128,6 +158,15 @@ class GPTConfig:
             )
         if self.rope_base <= 1:
             raise ValueError(f"GPTConfig: rope_base must be > 1; got {self.rope_base}.")
+        if self.gelu not in GELU_KINDS:
+            raise ValueError(
+                f"GPTConfig: gelu must be one of {GELU_KINDS} ('tanh' is GPT-2's approximation);"
+                f" got {self.gelu!r}."
+            )
+        if not 0.0 < self.ln_eps < 1.0:
+            raise ValueError(
+                f"GPTConfig: ln_eps (LayerNorm's epsilon) must lie in (0, 1); got {self.ln_eps}."
+            )
 
     @property
     def head_dim(self) -> int:
@@ -253,16 +292,19 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward network: d -> 4d -> GELU -> d."""
+    """Position-wise feed-forward network: d -> 4d -> GELU -> d (``cfg.gelu``: the exact GELU
+    or GPT-2's tanh approximation)."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.fc = nn.Linear(cfg.d_model, 4 * cfg.d_model, bias=cfg.bias)
         self.proj = nn.Linear(4 * cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.drop = nn.Dropout(cfg.dropout)
+        self.approximate = "tanh" if cfg.gelu == "tanh" else "none"  # F.gelu's names
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.proj(F.gelu(self.fc(x))))  # (B, T, d)
+        h = F.gelu(self.fc(x), approximate=self.approximate)  # (B, T, 4d)
+        return self.drop(self.proj(h))  # (B, T, d)
 
 
 class Block(nn.Module):
@@ -275,9 +317,9 @@ class Block(nn.Module):
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps, bias=cfg.bias)
         self.attn = CausalSelfAttention(cfg)
-        self.ln2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
     def forward(
@@ -335,7 +377,7 @@ class MiniGPT(nn.Module):
         )
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.ln_f = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         # weight tying: one matrix reads and writes tokens
         self.lm_head.weight = self.tok_emb.weight

@@ -28,6 +28,7 @@ from torch import nn
 
 from ..corpus import PLAY_SEPARATOR, load_corpus
 from ..data import CharTokenizer
+from ..gpt2 import gpt2_name  # at home in course_lib.gpt2; kept importable from here
 from ..lora import add_lora, count_trainable
 from ..model import MiniGPT
 
@@ -324,29 +325,3 @@ def zero_shot(model: MiniGPT, data: PlayData) -> dict:
         "loss_as_written": test_loss[data.y_test == 1].mean().item(),
         "loss_shuffled": test_loss[data.y_test == 0].mean().item(),
     }
-
-
-_GPT2_NAMES = [
-    (r"^tok_emb\.weight$", "transformer.wte.weight"),
-    (r"^pos_emb\.table\.weight$", "transformer.wpe.weight"),
-    (r"^blocks\.(\d+)\.ln1\.(weight|bias)$", r"transformer.h.\1.ln_1.\2"),
-    (r"^blocks\.(\d+)\.attn\.qkv\.(weight|bias)$", r"transformer.h.\1.attn.c_attn.\2"),
-    (r"^blocks\.(\d+)\.attn\.proj\.(weight|bias)$", r"transformer.h.\1.attn.c_proj.\2"),
-    (r"^blocks\.(\d+)\.ln2\.(weight|bias)$", r"transformer.h.\1.ln_2.\2"),
-    (r"^blocks\.(\d+)\.mlp\.fc\.(weight|bias)$", r"transformer.h.\1.mlp.c_fc.\2"),
-    (r"^blocks\.(\d+)\.mlp\.proj\.(weight|bias)$", r"transformer.h.\1.mlp.c_proj.\2"),
-    (r"^ln_f\.(weight|bias)$", r"transformer.ln_f.\1"),
-    (r"^lm_head\.weight$", "lm_head.weight"),
-]
-
-
-def gpt2_name(name: str, shape: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
-    """The Hugging Face GPT-2 name and stored shape of a MiniGPT state-dict entry. GPT-2 keeps
-    its linear layers as ``Conv1D`` with weights (in, out), the transpose of ``nn.Linear``'s
-    (out, in), so 2-D weights of the blocks' linear layers swap their axes."""
-    for pattern, repl in _GPT2_NAMES:
-        if re.match(pattern, name):
-            new = re.sub(pattern, repl, name)
-            transposed = ".attn.c_" in new or ".mlp.c_" in new
-            return new, (tuple(reversed(shape)) if transposed and len(shape) == 2 else tuple(shape))
-    raise ValueError(f"gpt2_name: no GPT-2 counterpart known for {name!r}.")
