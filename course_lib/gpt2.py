@@ -21,8 +21,8 @@ layout of the blocks' matrices:
 
 Hugging Face ``transformers`` is optional (Colab installs only course_lib's dependencies):
 ``random_gpt2`` and ``transformers_gpt2``, which build its ``GPT2LMHeadModel`` to compare with,
-import it when called, as ``huggingface_hub`` and ``safetensors`` are imported only to download
-and read files.
+and ``transformers_greedy``, which runs that model's greedy decoding, import it when called;
+``huggingface_hub`` and ``safetensors`` are imported only to download and read files.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ __all__ = [
     "load_gpt2_tokenizer",
     "random_gpt2",
     "transformers_gpt2",
+    "transformers_greedy",
 ]
 
 #: GPT-2 small (124 M parameters) on the Hugging Face Hub.
@@ -312,3 +313,20 @@ def transformers_gpt2(source: str | Path = GPT2_REPO):
     """Hugging Face's own ``GPT2LMHeadModel`` of ``source`` (a directory or a repo id), in eval
     mode: the reference a loaded MiniGPT is compared with."""
     return _transformers().GPT2LMHeadModel.from_pretrained(str(source)).eval()
+
+
+@torch.no_grad()
+def transformers_greedy(hf_model, idx: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """Hugging Face's greedy decoding (``hf_model.generate``, its own KV cache) of exactly
+    ``max_new_tokens`` tokens after idx (B, T): (B, T + max_new_tokens), as
+    ``MiniGPT.generate(idx, max_new_tokens, temperature=0)`` computes it. No padding: every
+    position is attended to, and the end-of-text token does not stop it."""
+    eos = hf_model.config.eos_token_id
+    return hf_model.generate(
+        idx,
+        attention_mask=torch.ones_like(idx),
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=max_new_tokens,
+        do_sample=False,
+        pad_token_id=eos if eos is not None else 0,
+    )

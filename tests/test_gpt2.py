@@ -25,6 +25,7 @@ from course_lib.gpt2 import (
     load_gpt2_pretrained,
     load_gpt2_tokenizer,
     random_gpt2,
+    transformers_greedy,
 )
 from course_lib.model import MLP, GPTConfig, MiniGPT
 
@@ -123,7 +124,7 @@ def test_greedy_generation_with_and_without_kv_cache_matches_transformers(refere
     ref, ours = reference
     prompt = _ids(2, (2, 6))
     n = 32 - 6  # up to the context's end
-    theirs = ref.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+    theirs = transformers_greedy(ref, prompt, n)
     cached = ours.generate(prompt, n, temperature=0)
     assert torch.equal(cached, theirs)
     assert torch.equal(ours.generate(prompt, n, temperature=0, use_cache=False), theirs)
