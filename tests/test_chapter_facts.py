@@ -462,6 +462,29 @@ def test_chapter_12_memory_gelu_and_mean_ngram_baseline():
     assert g["b_ngram"] == f"{100 * sum(ngram.values()) / len(ngram):.1f}"
 
 
+def test_chapter_12_gpt2_sizes_match_transformers_gpt2_small():
+    from course_lib.model import GPTConfig, MiniGPT
+
+    transformers = pytest.importorskip("transformers")
+    stand_in = MiniGPT(GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2, d_model=8))
+    g = glued(
+        "12_finetuning",
+        "gpt2_params",
+        "gpt2_vocab",
+        "gpt2_ctx",
+        "gpt2_eps",
+        "qkv_gpt2",
+        given={"pretrained": stand_in},
+    )
+    hf = transformers.GPT2Config()  # the library's defaults are GPT-2 small's
+    with torch.device("meta"):
+        n = sum(p.numel() for p in transformers.GPT2LMHeadModel(hf).parameters())
+    assert g["gpt2_params"] == f"{n / 1e6:.1f}"
+    assert g["gpt2_vocab"] == f"{hf.vocab_size:,}" and g["gpt2_ctx"] == f"{hf.n_positions:,}"
+    assert g["gpt2_eps"] == sci(hf.layer_norm_epsilon, 0)
+    assert g["qkv_gpt2"] == str((hf.n_embd, 3 * hf.n_embd))  # Conv1D: (in, out)
+
+
 @pytest.mark.slow
 def test_chapter_12_play_titles_and_seed_0s_ngram_baseline():
     from course_lib.labs.finetune import ngram_baseline, play_data
