@@ -198,6 +198,36 @@ def test_checkpoint_saved_in_the_hub_layout_loads_from_a_directory(reference, tm
         load_gpt2_tokenizer(tmp_path)
 
 
+def test_a_repo_id_goes_through_the_hub_download(reference, tokenizer_dir, tmp_path, monkeypatch):
+    """The repo-id branch, with the Hub replaced by a folder: the files the download returns
+    are the ones loaded."""
+    import shutil
+
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    ref, _ = reference
+    ref.save_pretrained(tmp_path)
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(tokenizer_dir / name, tmp_path / name)
+    asked = []
+
+    def fake_download(repo_id, filename, **kw):
+        asked.append((repo_id, filename))
+        return str(tmp_path / filename)
+
+    monkeypatch.setattr("course_lib.gpt2.hub_reachable", lambda **kw: (True, ""))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    ours = load_gpt2_pretrained("someone/tiny-gpt2")
+    tok = load_gpt2_tokenizer("someone/tiny-gpt2")
+    assert sorted(asked) == sorted(
+        ("someone/tiny-gpt2", n)
+        for n in ("config.json", "model.safetensors", "vocab.json", "merges.txt")
+    )
+    idx = _ids(6)
+    with torch.no_grad():
+        assert (ours(idx)[0] - ref(idx).logits).abs().max().item() <= 1e-5
+    assert tok.decode(tok.encode(SAMPLES[1])) == SAMPLES[1]
+
+
 def test_offline_download_fails_fast_and_readably(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     start = time.perf_counter()
