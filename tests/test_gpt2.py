@@ -162,6 +162,22 @@ def test_gpt2_names_transpose_conv1d_weights():
     assert gpt2_name("tok_emb.weight", (300, 64)) == ("transformer.wte.weight", (300, 64))
 
 
+def test_minigpt_written_under_gpt2_names_loads_back_exactly_and_trains():
+    torch.manual_seed(0)
+    src = MiniGPT(GPTConfig.gpt2(vocab_size=50, block_size=16, n_layer=2, n_head=2, d_model=128))
+    sd = {}
+    for name, p in src.state_dict().items():
+        key, _ = gpt2_name(name, tuple(p.shape))
+        conv1d = p.dim() == 2 and (".attn.c_" in key or ".mlp.c_" in key)
+        sd[key] = p.t() if conv1d else p  # (in, out), as Conv1D stores it, square ones too
+    loaded = load_gpt2(sd)
+    x = _ids(7, (2, 16), 50)
+    assert torch.equal(loaded(x)[0], src.eval()(x)[0])
+    assert all(p.requires_grad for p in loaded.parameters())
+    loaded(x, x)[1].backward()  # fine-tuning starts from here
+    assert loaded.lm_head.weight is loaded.tok_emb.weight and loaded.tok_emb.weight.grad is not None
+
+
 def test_load_gpt2_refuses_what_does_not_fit(reference):
     ref, ours = reference
     sd, cfg = ref.state_dict(), ours.cfg
