@@ -8,9 +8,9 @@ import torch.nn.functional as F
 
 from course_lib.model import GPTConfig, MiniGPT
 from course_lib.modern import (
-    MoE,
     ModernConfig,
     ModernGPT,
+    MoE,
     QKNormAttention,
     RMSNorm,
     SwiGLU,
