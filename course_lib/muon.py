@@ -45,27 +45,29 @@ def newton_schulz(
     eps: float = 1e-7,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """Approximately orthogonalise G (m, n): returns ≈ U Vᵀ (m, n) where G = U S Vᵀ.
+    """Approximately orthogonalise G (..., m, n): returns ≈ U Vᵀ (..., m, n) where G = U S Vᵀ
+    (a stack of matrices is done at once, each on its own).
 
     Works on the wide orientation (rows <= columns) so X Xᵀ is the small Gram matrix.
     ``dtype``: the precision of the products (modded-nanogpt and torch.optim.Muon use
     bfloat16 on GPUs; float32 is the default here, exact enough and fast on CPUs).
     """
-    if G.dim() != 2:
+    if G.dim() < 2:
         raise ValueError(f"newton_schulz: G must be a matrix (m, n); got shape {tuple(G.shape)}.")
     if steps < 0:
         raise ValueError(f"newton_schulz: steps must be >= 0; got {steps}.")
     a, b, c = coefficients
     X = G.to(dtype)
-    tall = G.shape[0] > G.shape[1]
+    tall = G.shape[-2] > G.shape[-1]
     if tall:
-        X = X.T  # (n, m): wide
-    X = X / X.norm().clamp(min=eps)  # Frobenius norm >= spectral norm: every σ <= 1
+        X = X.mT  # (..., n, m): wide
+    # Frobenius norm >= spectral norm, so every singular value is now at most 1
+    X = X / X.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)
     for _ in range(steps):
-        A = X @ X.T  # (rows, rows)
-        B = b * A + c * A @ A  # (rows, rows)
-        X = a * X + B @ X  # (rows, cols): σ -> a σ + b σ³ + c σ⁵
-    return X.T if tall else X
+        A = X @ X.mT  # (..., rows, rows)
+        B = b * A + c * A @ A  # (..., rows, rows)
+        X = a * X + B @ X  # (..., rows, cols): σ -> a σ + b σ³ + c σ⁵
+    return X.mT if tall else X
 
 
 def orthogonalize_svd(G: torch.Tensor) -> torch.Tensor:
@@ -130,20 +132,26 @@ class Muon(torch.optim.Optimizer):
                 loss = closure()
         for group in self.param_groups:
             lr, mu = group["lr"], group["momentum"]
+            by_shape: dict[tuple, list] = {}
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                g = p.grad
                 state = self.state[p]
                 if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(g)
+                    state["momentum_buffer"] = torch.zeros_like(p.grad)
                 buf = state["momentum_buffer"]
-                buf.mul_(mu).add_(g)
-                u = g.add(buf, alpha=mu) if group["nesterov"] else buf
-                O = newton_schulz(u, group["ns_steps"], dtype=self.ns_dtype)  # noqa: E741
-                p.mul_(1 - lr * group["weight_decay"])
-                scale = math.sqrt(max(1.0, p.shape[0] / p.shape[1]))
-                p.add_(O.to(p.dtype), alpha=-lr * scale)
+                buf.mul_(mu).add_(p.grad)
+                u = p.grad.add(buf, alpha=mu) if group["nesterov"] else buf
+                by_shape.setdefault(tuple(p.shape), []).append((p, u))
+            # matrices of one shape are orthogonalised together: one batched product per
+            # Newton-Schulz step instead of one per matrix (small matrices: fewer calls)
+            for shape, items in by_shape.items():
+                stack = torch.stack([u for _, u in items])  # (n_matrices, rows, cols)
+                ortho = newton_schulz(stack, group["ns_steps"], dtype=self.ns_dtype)
+                scale = math.sqrt(max(1.0, shape[0] / shape[1]))
+                for (p, _), o in zip(items, ortho):
+                    p.mul_(1 - lr * group["weight_decay"])
+                    p.add_(o.to(p.dtype), alpha=-lr * scale)
         return loss
 
 

@@ -14,6 +14,7 @@ even when the seconds themselves do not; steps and tokens to a target are record
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field, replace
 
@@ -29,7 +30,7 @@ from ..muon import Muon, muon_param_groups
 from ..schedule import warmup_cosine, warmup_stable_decay
 from ..train import make_optimizer
 
-__all__ = ["Recipe", "Run", "race", "time_to_target", "steps_for_budget"]
+__all__ = ["Recipe", "Run", "race", "time_to_target", "seconds_per_step", "steps_for_budget"]
 
 OPTIMIZERS = ("adamw", "muon")
 SCHEDULES = ("cosine", "wsd")
@@ -98,8 +99,17 @@ class Run:
             self.adamw = make_optimizer(self.model, cfg.lr, cfg.weight_decay, betas)
         self.sampler = BatchSampler(train_tokens, cfg.model.block_size, seed=cfg.seed)
         self.step_count = 0
-        self.seconds = 0.0
-        self.record: dict[str, list] = {"step": [], "seconds": [], "tokens": [], "val": []}
+        self.seconds = 0.0  # wall-clock training time
+        # CPU time of this process while training (all threads): on a busy machine it counts
+        # the work done, not the waiting for a core
+        self.cpu_seconds = 0.0
+        self.record: dict[str, list] = {
+            "step": [],
+            "seconds": [],
+            "cpu_seconds": [],
+            "tokens": [],
+            "val": [],
+        }
 
     @property
     def done(self) -> bool:
@@ -154,16 +164,16 @@ class Run:
 
     def train_steps(self, n: int) -> None:
         """Train up to ``n`` more steps (not past max_steps), adding their time to ``seconds``."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(min(n, self.cfg.max_steps - self.step_count)):
             self.step()
         self.seconds += time.perf_counter() - t0
+        self.cpu_seconds += time.process_time() - c0
 
     def log(self) -> None:
         tokens = self.step_count * self.cfg.batch_size * self.cfg.model.block_size
-        for key, value in zip(
-            self.record, (self.step_count, self.seconds, tokens, self.evaluate())
-        ):
+        values = (self.step_count, self.seconds, self.cpu_seconds, tokens, self.evaluate())
+        for key, value in zip(self.record, values):
             self.record[key].append(value)
 
 
@@ -191,20 +201,30 @@ def time_to_target(record: dict, target: float) -> dict | None:
     the run never got there). Evaluations are discrete, so this is an upper bound."""
     for i, v in enumerate(record["val"]):
         if v <= target:
-            return {k: record[k][i] for k in ("step", "seconds", "tokens", "val")}
+            return {k: v[i] for k, v in record.items()}
     return None
 
 
-def steps_for_budget(runs: list[Run], budget_s: float, probe_steps: int = 20) -> list[int]:
-    """How many steps each run's recipe takes in ``budget_s`` seconds, from ``probe_steps``
-    steps of each, interleaved (the runs are spent; build fresh ones for the real thing)."""
-    for run in runs:  # warm-up: first calls allocate
-        run.train_steps(2)
-    per_step = [0.0] * len(runs)
-    for _ in range(probe_steps // 5):
+def seconds_per_step(runs: list[Run], probe_steps: int = 30, clock: str = "cpu") -> list[float]:
+    """Each run's seconds per training step: the median over rounds of 5 steps, the runs
+    taking turns (so a busy moment of the machine hits every run alike). ``clock``: "cpu"
+    (the process's CPU time, robust when other programs share the cores) or "wall". The runs
+    are spent: build fresh ones for the measurement that counts."""
+    for run in runs:  # warm-up: the first calls allocate
+        run.train_steps(3)
+    rounds: list[list[float]] = [[] for _ in runs]
+    for _ in range(max(1, probe_steps // 5)):
         for i, run in enumerate(runs):
-            s0 = run.seconds
+            before = run.cpu_seconds if clock == "cpu" else run.seconds
             run.train_steps(5)
-            per_step[i] += (run.seconds - s0) / 5
-    per_step = [t / (probe_steps // 5) for t in per_step]
-    return [max(10, int(budget_s / t)) for t in per_step]
+            after = run.cpu_seconds if clock == "cpu" else run.seconds
+            rounds[i].append((after - before) / 5)
+    return [statistics.median(r) for r in rounds]
+
+
+def steps_for_budget(per_step: list[float], reference_steps: int, reference: int = 0) -> list[int]:
+    """Equal wall time: the steps each recipe takes in the time ``reference_steps`` steps of
+    the ``reference``-th take, from the seconds per step of each (``seconds_per_step``). A
+    ratio of speeds measured side by side, so it holds on a busy machine too."""
+    budget = reference_steps * per_step[reference]
+    return [max(10, round(budget / t)) for t in per_step]
