@@ -113,23 +113,27 @@ def ablation(args, data, out: dict, save) -> None:
     probe = [Run(v.with_steps(10_000), train, val, tok.vocab_size) for v in variants]
     per_step = seconds_per_step(probe, probe_steps=args.probe_steps)
     steps = steps_for_budget(per_step, args.ref_steps)
-    print("seconds per step (under the current load):")
+    print("CPU milliseconds per step, measured side by side:")
     for n, t, s in zip(names, per_step, steps):
         print(f"  {n:12s} {t * 1e3:7.1f} ms  -> {s} steps")
-    runs = [
-        Run(v.with_steps(s).with_seed(seed), train, val, tok.vocab_size)
-        for seed in args.seeds
-        for v, s in zip(variants, steps)
-    ]
-    race(runs, eval_every=args.eval_every, chunk=10)
     by_name: dict[str, list[Run]] = {n: [] for n in names}
-    for run in runs:
-        by_name[run.recipe.name].append(run)
+    for seed in args.seeds:  # one seed at a time, all variants side by side; saved after each
+        runs = [
+            Run(v.with_steps(s).with_seed(seed), train, val, tok.vocab_size)
+            for v, s in zip(variants, steps)
+        ]
+        race(runs, eval_every=args.eval_every, chunk=10)
+        for run in runs:
+            by_name[run.recipe.name].append(run)
+        out["ablation"] = ablation_table(args, names, per_step, by_name)
+        save()
+
+
+def ablation_table(args, names, per_step, by_name) -> dict:
     target = statistics.mean(r.record["val"][-1] for r in by_name["chapter"])
     table = {}
     for n, rs in by_name.items():
         finals = [r.record["val"][-1] for r in rs]
-        hits = [time_to_target(r.record, target) for r in rs]
         table[n] = {
             "steps": rs[0].step_count,
             "ms_per_step": per_step[names.index(n)] * 1e3,
@@ -139,22 +143,23 @@ def ablation(args, data, out: dict, save) -> None:
             "final_val": finals,
             "mean": statistics.mean(finals),
             "std": statistics.stdev(finals) if len(finals) > 1 else 0.0,
-            "to_target": hits,
+            "to_target": [time_to_target(r.record, target) for r in rs],
             "curves": [r.record for r in rs],
         }
         print(
             f"{n:12s} {table[n]['steps']:5d} steps  val {table[n]['mean']:.3f} "
-            f"± {table[n]['std']:.3f}"
+            f"± {table[n]['std']:.3f} ({len(finals)} seeds)",
+            flush=True,
         )
-    out["ablation"] = {
+    return {
         "config": "chapter",
         "ref_steps": args.ref_steps,
-        "seeds": args.seeds,
+        "seeds": args.seeds[: len(by_name["chapter"])],
+        "clock": "cpu",
         "target": target,
         "variants": table,
         "machine": machine(),
     }
-    save()
 
 
 def run_race(args, data, out: dict, save) -> None:
@@ -198,7 +203,7 @@ def run_race(args, data, out: dict, save) -> None:
 
     last_save = [time.perf_counter()]
 
-    race(runs, eval_every=50, chunk=10, progress=progress)
+    race(runs, eval_every=args.eval_every, chunk=10, progress=progress)
     res = report()
     for name, r in res.items():
         hits = ", ".join(
@@ -220,7 +225,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--ref-steps", type=int, default=150)
     ap.add_argument("--probe-steps", type=int, default=30)
-    ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--eval-every", type=int, default=50, help="steps between evaluations")
     ap.add_argument("--scale", type=float, default=1.0, help="race steps x this (a shorter race)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
