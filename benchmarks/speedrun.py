@@ -1,7 +1,7 @@
 """Benchmark: Chapter 15's ablation and speedrun, on 2 threads.
 
-    python benchmarks/speedrun.py                      # both parts (about 10 min on 2 idle cores)
-    python benchmarks/speedrun.py --part race          # only the race
+    python benchmarks/speedrun.py                 # both parts (about 11 min on 2 idle cores)
+    python benchmarks/speedrun.py --part race     # only the race
     python benchmarks/speedrun.py --part ablation --seeds 0,1,2 --ref-steps 200
 
 **Ablation** (``--part ablation``): on the chapter configuration (``configs/chapter.json``),
