@@ -1,0 +1,249 @@
+"""Benchmark: Chapter 15's ablation and speedrun, on 2 threads.
+
+    python benchmarks/speedrun.py                 # both parts (about 11 min on 2 idle cores)
+    python benchmarks/speedrun.py --part race     # only the race
+    python benchmarks/speedrun.py --part ablation --seeds 0,1,2 --ref-steps 200
+
+**Ablation** (``--part ablation``): on the chapter configuration (``configs/chapter.json``),
+each modern change alone, then the helpful ones together, for several seeds, at equal wall
+time: the seconds per step of every variant are measured side by side, and each variant gets
+the steps it takes in the time the chapter recipe takes for ``--ref-steps`` steps. Reports the
+validation loss at the end (mean and spread over seeds) and the time and steps each variant
+takes to reach the chapter recipe's final loss.
+
+**Race** (``--part race``): the nanoGPT CPU recipe (``configs/baseline.json``), the chapter's
+recipe, and two speedrun recipes (``SPEEDRUN``), trained interleaved in one process (10 steps
+each in turn; only a run's own steps count towards its time), evaluated every 50 steps on the
+trainer's validation windows. Targets: the baseline's and the chapter's final validation
+losses, as measured in this run. Reports time, steps and tokens to each target, the final
+losses, and tokens per second.
+
+Interleaving makes the comparison fair on a shared machine: load that comes and goes hits
+every recipe alike, so time ratios and steps to target stay meaningful when the absolute
+seconds do not. Writes ``course_lib/results/speedrun.json`` (Chapter 15 glues from it; the
+file is rewritten as the runs go, so an interrupted run leaves what it measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from _common import results_file, write_json  # run from benchmarks/
+
+from course_lib.config import load_config
+from course_lib.data import corpus_tokens
+from course_lib.labs.speedrun import (
+    Recipe,
+    Run,
+    race,
+    seconds_per_step,
+    steps_for_budget,
+    time_to_target,
+)
+
+RESULTS = results_file("speedrun.json")
+CONFIGS = Path(__file__).resolve().parents[1] / "course_lib" / "configs"
+
+# the modern changes, one at a time (ModernConfig fields, or the optimiser and schedule)
+CHANGES = {
+    "rmsnorm": {"modern": {"norm": "rmsnorm"}},
+    "swiglu": {"modern": {"mlp": "swiglu"}},
+    "qk_norm": {"modern": {"qk_norm": True}},
+    "untied_head": {"modern": {"tie_head": False}},
+    "moe": {"modern": {"mlp": "moe", "n_expert": 4, "top_k": 1}},
+    "muon": {"optimizer": "muon"},
+    "wsd": {"schedule": "wsd"},
+}
+ALL = {
+    "modern": {"norm": "rmsnorm", "mlp": "swiglu", "qk_norm": True, "tie_head": False},
+    "optimizer": "muon",
+    "schedule": "wsd",
+}
+# the speedrun: the chapter's shape with the changes that pay for their time on a CPU
+SPEEDRUN = {
+    "modern": {"mlp": "swiglu", "tie_head": False},
+    "optimizer": "muon",
+    "schedule": "wsd",
+}
+SPEEDRUN_STEPS = {"speedrun-short": 360, "speedrun": 540}  # chapter-shaped steps
+
+
+def recipe(name: str, config: str, **changes) -> Recipe:
+    return Recipe(name, load_config(CONFIGS / f"{config}.json"), **changes)
+
+
+def machine() -> dict:
+    return {
+        "processor": platform.machine(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def summary(run: Run) -> dict:
+    r = run.record
+    return {
+        "steps": run.step_count,
+        "seconds": run.seconds,
+        "cpu_seconds": run.cpu_seconds,
+        "tokens": r["tokens"][-1],
+        "tokens_per_second": r["tokens"][-1] / run.seconds if run.seconds else None,
+        "final_val": r["val"][-1],
+        "params": sum(p.numel() for p in run.model.parameters()),
+        "curve": r,
+    }
+
+
+def ablation(args, data, out: dict, save) -> None:
+    tok, train, val = data
+    chapter = recipe("chapter", "chapter")
+    names = ["chapter", *CHANGES, "all"]
+    variants = [chapter] + [replace(chapter, name=k, **v) for k, v in CHANGES.items()]
+    variants.append(replace(chapter, name="all", **ALL))
+    probe = [Run(v.with_steps(10_000), train, val, tok.vocab_size) for v in variants]
+    per_step = seconds_per_step(probe, probe_steps=args.probe_steps)
+    steps = steps_for_budget(per_step, args.ref_steps)
+    print("CPU milliseconds per step, measured side by side:")
+    for n, t, s in zip(names, per_step, steps):
+        print(f"  {n:12s} {t * 1e3:7.1f} ms  -> {s} steps")
+    by_name: dict[str, list[Run]] = {n: [] for n in names}
+    for seed in args.seeds:  # one seed at a time, all variants side by side; saved after each
+        runs = [
+            Run(v.with_steps(s).with_seed(seed), train, val, tok.vocab_size)
+            for v, s in zip(variants, steps)
+        ]
+        race(runs, eval_every=args.eval_every, chunk=10)
+        for run in runs:
+            by_name[run.recipe.name].append(run)
+        out["ablation"] = ablation_table(args, names, per_step, by_name)
+        save()
+
+
+def ablation_table(args, names, per_step, by_name) -> dict:
+    target = statistics.mean(r.record["val"][-1] for r in by_name["chapter"])
+    table = {}
+    for n, rs in by_name.items():
+        finals = [r.record["val"][-1] for r in rs]
+        table[n] = {
+            "steps": rs[0].step_count,
+            "ms_per_step": per_step[names.index(n)] * 1e3,
+            "seconds": [r.seconds for r in rs],
+            "cpu_seconds": [r.cpu_seconds for r in rs],
+            "params": sum(p.numel() for p in rs[0].model.parameters()),
+            "final_val": finals,
+            "mean": statistics.mean(finals),
+            "std": statistics.stdev(finals) if len(finals) > 1 else 0.0,
+            "to_target": [time_to_target(r.record, target) for r in rs],
+            "curves": [r.record for r in rs],
+        }
+        print(
+            f"{n:12s} {table[n]['steps']:5d} steps  val {table[n]['mean']:.3f} "
+            f"± {table[n]['std']:.3f} ({len(finals)} seeds)",
+            flush=True,
+        )
+    return {
+        "config": "chapter",
+        "ref_steps": args.ref_steps,
+        "seeds": args.seeds[: len(by_name["chapter"])],
+        "clock": "cpu",
+        "target": target,
+        "variants": table,
+        "machine": machine(),
+    }
+
+
+def run_race(args, data, out: dict, save) -> None:
+    tok, train, val = data
+    recipes = [recipe("baseline", "baseline"), recipe("chapter", "chapter")]
+    for name, steps in SPEEDRUN_STEPS.items():
+        recipes.append(recipe(name, "chapter", **SPEEDRUN).with_steps(steps))
+    if args.scale != 1:  # a shorter race: its targets are the shorter reference runs' losses
+        recipes = [r.with_steps(max(10, round(r.train.max_steps * args.scale))) for r in recipes]
+    runs = [Run(r, train, val, tok.vocab_size) for r in recipes]
+    # one evaluation set for all (the baseline's: 10 batches of 32 windows)
+    for run in runs:
+        run.cfg = replace(run.cfg, eval_batches=10, eval_batch_size=32)
+
+    def report() -> dict:
+        res = {run.recipe.name: summary(run) for run in runs}
+        targets = {t: res[t]["final_val"] for t in ("baseline", "chapter")}
+        for r in res.values():
+            r["to_target"] = {t: time_to_target(r["curve"], v) for t, v in targets.items()}
+        out["race"] = {
+            "targets": targets,
+            "complete": all(run.done for run in runs),
+            "scale": args.scale,
+            "speedrun_recipe": SPEEDRUN,
+            "speedrun_steps": {r.name: r.train.max_steps for r in recipes[2:]},
+            "runs": res,
+            "machine": machine(),
+        }
+        save()
+        return res
+
+    def progress(run):
+        print(
+            f"  {run.recipe.name:15s} step {run.step_count:5d}  {run.seconds:7.1f} s  "
+            f"{run.cpu_seconds:7.1f} CPU s  val {run.record['val'][-1]:.3f}",
+            flush=True,
+        )
+        if time.perf_counter() - last_save[0] > 30:  # keep what is measured so far
+            report()
+            last_save[0] = time.perf_counter()
+
+    last_save = [time.perf_counter()]
+
+    race(runs, eval_every=args.eval_every, chunk=10, progress=progress)
+    res = report()
+    for name, r in res.items():
+        hits = ", ".join(
+            f"{t} target at {h['seconds']:.1f} s ({h['cpu_seconds']:.1f} CPU s) / step {h['step']}"
+            if h
+            else f"{t} target never"
+            for t, h in r["to_target"].items()
+        )
+        print(
+            f"{name:15s} final val {r['final_val']:.3f} in {r['seconds']:.1f} s "
+            f"({r['tokens_per_second']:,.0f} tokens/s); {hits}"
+        )
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", choices=("all", "race", "ablation"), default="all")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--ref-steps", type=int, default=150)
+    ap.add_argument("--probe-steps", type=int, default=30)
+    ap.add_argument("--eval-every", type=int, default=50, help="steps between evaluations")
+    ap.add_argument("--scale", type=float, default=1.0, help="race steps x this (a shorter race)")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    torch.set_num_threads(args.threads)
+    out = json.loads(args.out.read_text()) if args.out.exists() else {}
+    out["measured_at"] = time.strftime("%Y-%m-%d %H:%M")
+
+    def save():
+        write_json(out, args.out)
+
+    data = corpus_tokens(load_config(CONFIGS / "chapter.json"))
+    if args.part in ("all", "ablation"):
+        ablation(args, data, out, save)
+    if args.part in ("all", "race"):
+        run_race(args, data, out, save)
+    return out
+
+
+if __name__ == "__main__":
+    main()

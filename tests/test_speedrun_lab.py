@@ -1,0 +1,77 @@
+"""Chapter 15's race lab: a Run of the plain recipe is the trainer's run step for step; the
+modern recipes train; the race interleaves and records; time to target and equal-time
+budgets are computed as documented."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from course_lib.labs.speedrun import Recipe, Run, race, steps_for_budget, time_to_target
+from course_lib.modern import ModernGPT
+from course_lib.train import TrainConfig, Trainer, corpus_tokens
+from tests.train_support import TINY as TINY_FIELDS
+
+TINY = TrainConfig(**TINY_FIELDS)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return corpus_tokens(TINY)
+
+
+def test_plain_recipe_is_the_trainer(data):
+    tok, train, val = data
+    cfg = replace(TINY, max_steps=6, warmup_steps=2, device="cpu", precision="fp32")
+    trainer = Trainer(cfg, train, val, tok.vocab_size)
+    run = Run(Recipe("plain", cfg), train, val, tok.vocab_size)
+    for _ in range(6):
+        assert run.step() == pytest.approx(trainer.train_step(), rel=1e-6)
+    for a, b in zip(run.model.parameters(), trainer.module.parameters()):
+        torch.testing.assert_close(a, b)
+    assert run.evaluate() == pytest.approx(trainer.estimate_loss()["val"], rel=1e-6)
+
+
+def test_modern_recipe_with_muon_and_wsd_learns(data):
+    tok, train, val = data
+    cfg = replace(TINY, max_steps=30, warmup_steps=3)
+    modern = {"norm": "rmsnorm", "mlp": "moe", "qk_norm": True, "tie_head": False}
+    run = Run(
+        Recipe("m", cfg, modern, optimizer="muon", schedule="wsd"), train, val, tok.vocab_size
+    )
+    assert isinstance(run.model, ModernGPT) and run.muon is not None
+    start = run.evaluate()
+    run.train_steps(30)
+    assert run.done and run.evaluate() < start - 0.3
+    assert run.lr_factor() == pytest.approx(cfg.min_lr / cfg.lr)  # the decay's end
+    with pytest.raises(ValueError, match="optimizer"):
+        Recipe("x", cfg, optimizer="sgd")
+
+
+def test_race_interleaves_and_records(data):
+    tok, train, val = data
+    cfg = replace(TINY, max_steps=20, warmup_steps=2)
+    runs = [
+        Run(Recipe(n, cfg).with_steps(s), train, val, tok.vocab_size)
+        for n, s in (("a", 20), ("b", 10))
+    ]
+    race(runs, eval_every=10, chunk=5)
+    assert [r.record["step"] for r in runs] == [[0, 10, 20], [0, 10]]
+    assert all(r.seconds > 0 and r.cpu_seconds > 0 for r in runs)
+    with pytest.raises(ValueError, match="multiple"):
+        race(runs, eval_every=7, chunk=5)
+
+
+def test_time_to_target_and_budget():
+    rec = {
+        "step": [0, 50, 100],
+        "seconds": [0, 1, 2],
+        "cpu_seconds": [0, 2, 4],
+        "tokens": [0, 5, 10],
+        "val": [4.0, 2.5, 2.0],
+    }
+    assert time_to_target(rec, 2.6)["step"] == 50
+    assert time_to_target(rec, 2.0)["cpu_seconds"] == 4
+    assert time_to_target(rec, 1.9) is None
+    # the reference takes 0.1 s a step: 100 steps are 10 s, which a 0.2 s step spends in 50
+    assert steps_for_budget([0.1, 0.2, 0.05], 100) == [100, 50, 200]
