@@ -210,7 +210,7 @@ def test_wide_single_panels_are_legible_on_a_phone():
     sax.plot([0, 1])
     assert P.finish_figure(small).axes[0].get_xticklabels()[0].get_fontsize() == 11
     # a side-by-side figure has a phone layout: its wide version keeps its fonts
-    assert _tick_sizes(_bars()) == [9.0]
+    assert _tick_sizes(_bars()) == [9.0, 11.0]
     # a diagram (no axis shown) is left alone
     dfig, dax = P.new_figure(figsize=(12, 3))
     dax.text(0.5, 0.5, "box", fontsize=8)
