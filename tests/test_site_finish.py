@@ -148,3 +148,18 @@ def test_table_captions_set_subscripts():
     out = html_table(np.eye(2), caption="∂L/∂W_O (d_model × 2) & more").data
     assert "∂L/∂<i>W</i><sub>O</sub> (<i>d</i><sub>model</sub> × 2) &amp; more" in out
     assert "W_O" not in out
+
+
+def test_wide_matrices_are_written_transposed():
+    """A 1 x 4 row of six-digit numbers ran 216 px past a phone's column: written as its
+    transpose (a column, ``^\\top``), the same matrix; narrow ones stay as they are."""
+    from course_lib.handcalc.worksheet import math_eq, matrix_latex
+
+    z = np.array([[0.00485701, -0.000124689, 0.00539237, -0.000124689]])
+    tex = math_eq("z", z, sig=6).data
+    assert tex.endswith("\\end{bmatrix}^{\\top}") and tex.count("\\\\") == 3
+    assert matrix_latex(z, 6) == (
+        "\\begin{bmatrix} 0.00485701 & -0.000124689 & 0.00539237 & -0.000124689 \\end{bmatrix}"
+    )
+    assert "top" not in math_eq("K", np.eye(2) * 0.1).data
+    assert "top" not in math_eq("W", np.full((2, 4), 0.1)).data  # short rows fit

@@ -110,18 +110,31 @@ def inline_math(tex: str):
     return Latex(f"${tex}$")
 
 
-def matrix_latex(M: np.ndarray, sig: int = 4) -> str:
-    """A vector or matrix as a LaTeX bmatrix (a vector becomes one row)."""
+#: The widest matrix row (characters of its numbers, two per gap) a phone shows whole: a
+#: matrix with wider rows is written transposed, ``[...]^T`` (same matrix, narrow on a phone).
+PHONE_ROW_CHARS = 28
+
+
+def matrix_latex(M: np.ndarray, sig: int = 4, transpose_wide: bool = False) -> str:
+    """A vector or matrix as a LaTeX bmatrix (a vector becomes one row). ``transpose_wide``:
+    a matrix with more columns than rows whose rows are wider than ``PHONE_ROW_CHARS`` is
+    written as its transpose with a ``^\\top`` (the 1 x 4 logits as a column)."""
     M = np.atleast_2d(np.asarray(M, dtype=float))
-    rows = [" & ".join(fmt_latex(v, sig) for v in row) for row in M]
-    return "\\begin{bmatrix} " + " \\\\ ".join(rows) + " \\end{bmatrix}"
+    cells = [[fmt_latex(v, sig) for v in row] for row in M]
+    width = max(sum(len(c) + 2 for c in row) for row in cells)
+    flip = transpose_wide and M.shape[1] > M.shape[0] and width > PHONE_ROW_CHARS
+    if flip:
+        cells = [list(col) for col in zip(*cells)]
+    body = "\\begin{bmatrix} " + " \\\\ ".join(" & ".join(r) for r in cells) + " \\end{bmatrix}"
+    return body + "^{\\top}" if flip else body
 
 
 def math_eq(lhs: str, M: np.ndarray, sig: int = 4):
-    """``lhs = [matrix]`` as an ``IPython.display.Math`` (for ``glue`` and ``{glue:math}``)."""
+    """``lhs = [matrix]`` as an ``IPython.display.Math`` (for ``glue`` and ``{glue:math}``); a
+    wide matrix is written transposed (``matrix_latex``), so it fits a phone's column."""
     from IPython.display import Math
 
-    return Math(f"{lhs} = {matrix_latex(M, sig)}")
+    return Math(f"{lhs} = {matrix_latex(M, sig, transpose_wide=True)}")
 
 
 #: Table cells nearer zero than this are written with an exponent ("1.768×10⁻⁵"): positional,
