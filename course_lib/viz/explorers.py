@@ -204,7 +204,7 @@ def rotation_explorer(theta_deg: int = 90) -> alt.LayerChart:
     return (
         alt.layer(circle, before, after, heads)
         .add_params(theta)
-        .properties(width=330, height=330, title=_title(title))
+        .properties(width=290, height=290, title=_title(title))  # with axes: a phone's 358 px
     )
 
 

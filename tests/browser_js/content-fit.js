@@ -5,7 +5,13 @@ async () => {
   const article = document.querySelector('article') || document.body;
   const shown = el => el.getClientRects().length > 0;
   const snip = s => (s || '').replace(/\s+/g, ' ').trim().slice(0, 60);
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  if (document.querySelector('.math')) {  // MathJax loads deferred: wait for it to exist
+    for (let i = 0; !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++) {
+      if (i > 600) throw new Error('MathJax never started');
+      await new Promise(r => setTimeout(r, 50));
+    }
+    await MathJax.startup.promise;
+  }
   await Promise.all([...document.images].map(i => i.decode().catch(() => null)));
   // Significant digits a number shows ("0.01249" 4, "1.000" 4, "−1.768×10−5" 4); null for
   // integers, exact zeros and text.
@@ -15,29 +21,31 @@ async () => {
     const digits = m[1].replace('.', '').replace(/^0+/, '');
     return digits && /[1-9]/.test(digits) ? digits.length : null;
   };
-  const out = {tables: [], equations: [], code: [], ticks: [], controls: [],
+  const out = {tables: [], equations: [], code: [], ticks: [], controls: [], explorers: [],
                column: article.clientWidth};
 
   // Tables: the smallest gap between neighbouring cells' text (padding + spacing).
   for (const t of article.querySelectorAll('table')) {
     if (!shown(t) || t.closest('.highlight')) continue;
     let gap = Infinity, cells = 0;
-    const spacing = parseFloat(getComputedStyle(t).borderSpacing) || 0;
-    const decimals = new Set();
+    const ts = getComputedStyle(t);
+    const spacing = ts.borderCollapse === 'collapse' ? 0 : parseFloat(ts.borderSpacing) || 0;
+    const digits = new Set();
     for (const row of t.rows) {
       const cs = [...row.cells];
       for (let i = 0; i < cs.length; i++) {
         const txt = cs[i].textContent.trim();
         const d = sigDigits(txt);
-        if (d) decimals.add(d);
+        if (d) digits.add(d);
         if (i === 0) continue;
         const a = getComputedStyle(cs[i - 1]), b = getComputedStyle(cs[i]);
-        const g = parseFloat(a.paddingRight) + parseFloat(b.paddingLeft) + spacing
-                  + (t.style.borderCollapse === 'collapse' ? 0 : 0);
+        // the least room between the two texts (right-aligned numbers may have more)
+        const g = parseFloat(a.paddingRight) + parseFloat(b.paddingLeft) + spacing;
         gap = Math.min(gap, g); cells++;
       }
     }
-    if (cells) out.tables.push({gap, decimals: [...decimals].sort(), text: snip(t.textContent)});
+    if (cells) out.tables.push({gap: Math.round(gap * 10) / 10, digits: [...digits].sort(),
+                                output: !!t.closest('.cell_output'), text: snip(t.textContent)});
   }
   // Display equations: the typeset formula's width against the column's.
   for (const c of article.querySelectorAll('mjx-container[display="true"]')) {
@@ -81,6 +89,14 @@ async () => {
     }
     if (smallest < Infinity) out.ticks.push({px: Math.round(smallest * 10) / 10, src: 'vega',
                                              figure: (svg.closest('.cell') || {}).id || ''});
+  }
+  // Explorers: the drawn chart's scale (the SVG shrinks to the column when wider).
+  for (const view of article.querySelectorAll('.course-vega-view')) {
+    const svg = view.querySelector('svg');
+    if (!svg) continue;
+    out.explorers.push({scale: Math.round(100 * svg.getBoundingClientRect().width /
+                                          +svg.getAttribute('width')) / 100,
+                        right: Math.round(svg.getBoundingClientRect().right)});
   }
   // Explorer controls: the gap between a binding's name and its widget.
   for (const b of article.querySelectorAll('.course-vega-controls .vega-bind')) {
