@@ -182,3 +182,37 @@ def test_site_extension_names_the_same_output_type():
 
     assert course_figures.NARROW_MIME == P.NARROW_MIME
     assert course_figures.NARROW_ENV == viz.NARROW_ENV
+
+
+def test_wide_single_panels_are_legible_on_a_phone():
+    """Issue 29: an 11-inch attention heat map's labels were 4.5 px tall on a phone. A figure
+    without a phone layout of its own has its texts scaled (one factor) to >= 8 px there, as
+    measured from the drawn SVG; figures with a phone layout and diagrams keep their sizes."""
+    import re
+
+    toks = list("to be, or not to be")
+    fig = P.attention_heatmap(np.eye(len(toks)), toks)
+    assert P.phone_text_px(fig) >= P.MIN_PHONE_PX
+    # the drawn SVG: every tick label's font (its glyphs' scale) at the phone's column width
+    import io
+
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    svg = buf.getvalue()
+    width_pt = float(re.search(r'viewBox="0 0 ([\d.]+)', svg).group(1))
+    sizes = [100 * float(s) for s in re.findall(r"scale\(([\d.]+) -[\d.]+\)", svg)]
+    assert sizes and min(sizes) * P.PHONE_COLUMN_PX / width_pt >= P.MIN_PHONE_PX
+    # the title stays the largest text (one factor for all)
+    ax = fig.axes[0]
+    assert ax.title.get_fontsize() > ax.get_xticklabels()[0].get_fontsize()
+    # a small figure is left as it is
+    small, sax = P.new_figure(figsize=(4, 3))
+    sax.plot([0, 1])
+    assert P.finish_figure(small).axes[0].get_xticklabels()[0].get_fontsize() == 11
+    # a side-by-side figure has a phone layout: its wide version keeps its fonts
+    assert _tick_sizes(_bars()) == [9.0, 11.0]
+    # a diagram (no axis shown) is left alone
+    dfig, dax = P.new_figure(figsize=(12, 3))
+    dax.text(0.5, 0.5, "box", fontsize=8)
+    dax.set_axis_off()
+    assert P.finish_figure(dfig).axes[0].texts[0].get_fontsize() == 8

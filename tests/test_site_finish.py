@@ -8,6 +8,7 @@ import importlib.util
 import re
 
 import numpy as np
+import pytest
 
 from course_lib.handcalc.worksheet import (
     Line,
@@ -109,3 +110,56 @@ def test_sidebar_carets_get_names():
     out = str(site._label_carets(lambda: html)())
     assert '<summary><span class="visually-hidden">Sections of 5. W ex</span>' in out
     assert out.count("visually-hidden") == 1
+
+
+def _shown_digits(cell: str) -> int | None:
+    """Significant digits a table cell shows (the mantissa's, with an exponent); None for 0."""
+    mantissa = cell.split("×")[0].lstrip("\u2212")
+    digits = mantissa.replace(".", "").lstrip("0")
+    return len(digits) if digits else None
+
+
+def test_a_table_shows_one_precision():
+    """Issue 29: "−0.0376 beside −0.03734", "1.3888 beside 1.38378" (trailing zeros trimmed) and
+    "−0.0000176773" beside "0.100018": every nonzero number of a table shows the same count of
+    significant digits, small ones with an exponent, and the values read back."""
+    from course_lib.handcalc.worksheet import SCI_BELOW, table_cells
+
+    M = np.array([[1.3888, 1.38378, -0.0376, -0.03734], [0.1, 0.0, -0.0000176773, 0.100018]])
+    cells = table_cells(M, sig=6)
+    assert cells[0] == ["1.38880", "1.38378", "\u22120.0376000", "\u22120.0373400"]
+    assert cells[1][1] == "0.0" and cells[1][2] == "\u22121.76773×10<sup>\u22125</sup>"
+    assert {_shown_digits(c) for row in cells for c in row} - {None} == {6}
+    # the numbers read back to what was given, to the precision shown
+    for v, c in zip(M.ravel(), [c for row in cells for c in row]):
+        text = c.replace("\u2212", "-").replace("×10<sup>", "e").replace("</sup>", "")
+        assert float(text) == pytest.approx(v, rel=1e-5, abs=1e-15)
+    # a table of round numbers stays short: the fewest digits that show every value (>= 2)
+    assert table_cells(np.eye(2) * 0.1) == [["0.10", "0.0"], ["0.0", "0.10"]]
+    assert table_cells([[0.01249, 0.0124901, -0.0373]]) == [["0.01249", "0.01249", "\u22120.03730"]]
+    assert SCI_BELOW == 1e-3 and table_cells([[0.001, 0.0009995]], 4) == [
+        ["0.001000", "9.995×10<sup>\u22124</sup>"]
+    ]
+    with pytest.raises(ValueError, match="significant digits"):
+        table_cells(M, sig=0)
+
+
+def test_table_captions_set_subscripts():
+    out = html_table(np.eye(2), caption="∂L/∂W_O (d_model × 2) & more").data
+    assert "∂L/∂<i>W</i><sub>O</sub> (<i>d</i><sub>model</sub> × 2) &amp; more" in out
+    assert "W_O" not in out
+
+
+def test_wide_matrices_are_written_transposed():
+    """A 1 x 4 row of six-digit numbers ran 216 px past a phone's column: written as its
+    transpose (a column, ``^\\top``), the same matrix; narrow ones stay as they are."""
+    from course_lib.handcalc.worksheet import math_eq, matrix_latex
+
+    z = np.array([[0.00485701, -0.000124689, 0.00539237, -0.000124689]])
+    tex = math_eq("z", z, sig=6).data
+    assert tex.endswith("\\end{bmatrix}^{\\top}") and tex.count("\\\\") == 3
+    assert matrix_latex(z, 6) == (
+        "\\begin{bmatrix} 0.00485701 & -0.000124689 & 0.00539237 & -0.000124689 \\end{bmatrix}"
+    )
+    assert "top" not in math_eq("K", np.eye(2) * 0.1).data
+    assert "top" not in math_eq("W", np.full((2, 4), 0.1)).data  # short rows fit

@@ -70,7 +70,22 @@ def glued_values(built: Path) -> dict[str, str]:
         dup = set(found) & set(values)
         assert not dup, f"glue names used on two pages: {sorted(dup)}"
         values.update(found)
-    return values
+    return {name: _untranspose(text) for name, text in values.items()}
+
+
+_TRANSPOSED = re.compile(r"\\begin\{bmatrix\}(.*?)\\end\{bmatrix\}\^\{\\top\}", re.S)
+
+
+def _untranspose(text: str) -> str:
+    """A matrix the page writes transposed (``[...]^\\top``, worksheet.matrix_latex: wide
+    matrices on a phone) back in its own orientation, so its numbers read in row-major order."""
+
+    def flip(m: re.Match) -> str:
+        rows = [[c.strip() for c in row.split("&")] for row in m.group(1).split("\\\\")]
+        cols = [" & ".join(col) for col in zip(*rows)]
+        return "\\begin{bmatrix} " + " \\\\ ".join(cols) + " \\end{bmatrix}"
+
+    return _TRANSPOSED.sub(flip, text)
 
 
 NUMBER = re.compile(r"(?<![\w.])([-\u2212])?(∞|\\infty|\d+(?:\.\d+)?)")
@@ -555,3 +570,14 @@ def test_worksheet_has_blanks_and_key_has_answers():
         "t", "i", lines
     )
     assert ">2<" in worksheet_html("t", "i", lines, answers=True)
+
+
+def test_a_transposed_matrix_reads_back_in_row_major_order():
+    from course_lib.handcalc.worksheet import math_eq
+
+    M = np.array([[0.01249, 0.01242, -0.03734, 0.01242], [0.01258, 0.01251, -0.0376, 0.01251]])
+    tex = math_eq("W", M).data
+    assert "^{\\top}" in tex  # written transposed: four rows of two
+    back = _untranspose(tex)
+    nums = [float(x) for x in re.findall(r"-?\d+\.\d+", back)]
+    assert nums == pytest.approx(M.ravel().tolist(), rel=1e-3)

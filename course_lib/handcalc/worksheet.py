@@ -38,6 +38,7 @@ __all__ = [
     "inline_math",
     "matrix_latex",
     "html_table",
+    "table_cells",
     "Line",
     "worksheet_html",
     "plain_lists",
@@ -109,18 +110,80 @@ def inline_math(tex: str):
     return Latex(f"${tex}$")
 
 
-def matrix_latex(M: np.ndarray, sig: int = 4) -> str:
-    """A vector or matrix as a LaTeX bmatrix (a vector becomes one row)."""
+#: The widest matrix row (characters of its numbers, two per gap) a phone shows whole: a
+#: matrix with wider rows is written transposed, ``[...]^T`` (same matrix, narrow on a phone).
+PHONE_ROW_CHARS = 28
+
+
+def matrix_latex(M: np.ndarray, sig: int = 4, transpose_wide: bool = False) -> str:
+    """A vector or matrix as a LaTeX bmatrix (a vector becomes one row). ``transpose_wide``:
+    a matrix with more columns than rows whose rows are wider than ``PHONE_ROW_CHARS`` is
+    written as its transpose with a ``^\\top`` (the 1 x 4 logits as a column)."""
     M = np.atleast_2d(np.asarray(M, dtype=float))
-    rows = [" & ".join(fmt_latex(v, sig) for v in row) for row in M]
-    return "\\begin{bmatrix} " + " \\\\ ".join(rows) + " \\end{bmatrix}"
+    cells = [[fmt_latex(v, sig) for v in row] for row in M]
+    width = max(sum(len(c) + 2 for c in row) for row in cells)
+    flip = transpose_wide and M.shape[1] > M.shape[0] and width > PHONE_ROW_CHARS
+    if flip:
+        cells = [list(col) for col in zip(*cells)]
+    body = "\\begin{bmatrix} " + " \\\\ ".join(" & ".join(r) for r in cells) + " \\end{bmatrix}"
+    return body + "^{\\top}" if flip else body
 
 
 def math_eq(lhs: str, M: np.ndarray, sig: int = 4):
-    """``lhs = [matrix]`` as an ``IPython.display.Math`` (for ``glue`` and ``{glue:math}``)."""
+    """``lhs = [matrix]`` as an ``IPython.display.Math`` (for ``glue`` and ``{glue:math}``); a
+    wide matrix is written transposed (``matrix_latex``), so it fits a phone's column."""
     from IPython.display import Math
 
-    return Math(f"{lhs} = {matrix_latex(M, sig)}")
+    return Math(f"{lhs} = {matrix_latex(M, sig, transpose_wide=True)}")
+
+
+#: Table cells nearer zero than this are written with an exponent ("1.768×10⁻⁵"): positional,
+#: "−0.00001768" hides its magnitude in a row of zeros.
+SCI_BELOW = 1e-3
+
+
+def _digits_needed(x: float, sig: int) -> int:
+    """Significant digits ``fmt(x, sig)`` shows once trailing zeros are trimmed (0 for zero)."""
+    return len(fmt(x, sig).lstrip(MINUS).replace(".", "").lstrip("0").rstrip("0"))
+
+
+def table_cells(M: np.ndarray, sig: int = 4) -> list[list[str]]:
+    """The cells of ``M`` as a table shows them, in one precision for the whole table.
+
+    Every nonzero number shows the same count of significant digits ``p``: the most any of
+    them needs (trailing zeros trimmed), at least 2 and at most ``sig``; trailing zeros are kept
+    so that "1.388800" and "1.383780" stand as equals (trimmed, "1.3888" looked less precise).
+    Exact zeros read "0.0"; numbers nearer zero than ``SCI_BELOW`` get an exponent
+    ("−1.768×10<sup>−5</sup>", HTML), the same ``p`` digits in the mantissa.
+    """
+    M = np.atleast_2d(np.asarray(M, dtype=float))
+    if not 1 <= sig <= 15:
+        raise ValueError(f"table_cells: sig={sig}; give 1 to 15 significant digits.")
+    finite = [float(v) for v in M.ravel() if math.isfinite(v) and abs(v) >= 1e-15]
+    p = min(sig, max([2] + [_digits_needed(v, sig) for v in finite]))
+
+    def cell(v: float) -> str:
+        if not math.isfinite(v) or abs(v) < 1e-15:
+            return fmt(v)
+        if abs(v) < SCI_BELOW:
+            mantissa, exponent = f"{v:.{p - 1}e}".split("e")
+            return (
+                f"{mantissa.replace('-', MINUS)}×10<sup>{MINUS if int(exponent) < 0 else ''}"
+                f"{abs(int(exponent))}</sup>"
+            )
+        if abs(v) >= 10**p:  # more integer digits than the precision: the integer
+            return f"{v:.0f}".replace("-", MINUS)
+        return f"{v:#.{p}g}".removesuffix(".").replace("-", MINUS)  # "#": zeros kept
+
+    return [[cell(float(v)) for v in row] for row in M]
+
+
+_SUBSCRIPT = re.compile(r"\b([A-Za-z])_([A-Za-z0-9]+)\b")
+
+
+def _caption_html(caption: str) -> str:
+    """A caption's text, escaped, with "W_O" written as W<sub>O</sub> (as the prose's math)."""
+    return _SUBSCRIPT.sub(r"<i>\1</i><sub>\2</sub>", html.escape(caption))
 
 
 def html_table(
@@ -130,7 +193,8 @@ def html_table(
     sig: int = 4,
     caption: str = "",
 ):
-    """A small matrix as an HTML table (returns an ``IPython.display.HTML``)."""
+    """A small matrix as an HTML table (returns an ``IPython.display.HTML``), its numbers in one
+    precision (``table_cells``); "W_O" in the caption is set as W with subscript O."""
     from IPython.display import HTML
 
     M = np.atleast_2d(np.asarray(M, dtype=float))
@@ -140,7 +204,7 @@ def html_table(
         raise ValueError(f"html_table: {len(col_labels)} column labels for {M.shape[1]} columns.")
     out = ['<table class="handcalc">']
     if caption:
-        out.append(f"<caption>{html.escape(caption)}</caption>")
+        out.append(f"<caption>{_caption_html(caption)}</caption>")
     if col_labels is not None:
         # The corner above the row labels is an empty data cell, not an empty header.
         out.append(
@@ -149,17 +213,14 @@ def html_table(
             + "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in col_labels)
             + "</tr>"
         )
-    for i, row in enumerate(M):
+    for i, row in enumerate(table_cells(M, sig)):
         head = (
             f'<th scope="row">{html.escape(str(row_labels[i]))}</th>'
             if row_labels is not None
             else ""
         )
         out.append(
-            "<tr>"
-            + head
-            + "".join(f'<td style="text-align:right">{fmt(v, sig)}</td>' for v in row)
-            + "</tr>"
+            "<tr>" + head + "".join(f'<td style="text-align:right">{c}</td>' for c in row) + "</tr>"
         )
     out.append("</table>")
     return HTML("".join(out))

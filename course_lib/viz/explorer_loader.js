@@ -3,8 +3,24 @@
   var spec = %(spec)s;
   var opts = {actions: false, renderer: "svg",
               bind: root.querySelector(".course-vega-controls")};
+  // Charts side by side (hconcat) wider than the column are stacked (vconcat) instead, so a
+  // phone shows them at full size rather than scaled down to two thirds.
+  function stacked(s) {
+    var out = Object.assign({}, s, {vconcat: s.hconcat});
+    delete out.hconcat;
+    return out;
+  }
   function embed(vegaEmbed) {
-    vegaEmbed(root.querySelector(".course-vega-view"), spec, opts).then(function (result) {
+    var view = root.querySelector(".course-vega-view");
+    vegaEmbed(view, spec, opts).then(function (result) {
+      var svg = view.querySelector("svg");
+      var wide = svg && +svg.getAttribute("width") > view.clientWidth + 1;
+      if (wide && spec.hconcat) {
+        result.finalize();
+        root.querySelector(".course-vega-controls").textContent = "";
+        spec = stacked(spec);
+        return embed(vegaEmbed);
+      }
       root.courseVegaView = result.view;  // the live view (read by the browser tests)
       root.setAttribute("data-ready", "true");
     }).catch(function (err) {

@@ -204,7 +204,7 @@ def rotation_explorer(theta_deg: int = 90) -> alt.LayerChart:
     return (
         alt.layer(circle, before, after, heads)
         .add_params(theta)
-        .properties(width=330, height=330, title=_title(title))
+        .properties(width=290, height=290, title=_title(title))  # with axes: a phone's 358 px
     )
 
 
@@ -417,10 +417,21 @@ def two_class_explorer(z_target: float = 2.0, z_other: float = 0.0) -> alt.HConc
             loss_here="log(1 + exp(-datum.margin_here))",
             grad_here="-1 / (1 + exp(datum.margin_here))",
         )
-        .mark_point(filled=True, size=90, opacity=1, clip=True)
+        # The sliders reach margins of ±10, the axis ±6: past its end the marker stays at the
+        # edge, on the curve, and turns into an arrow pointing the way the margin went.
+        .transform_calculate(
+            margin_shown="clamp(datum.margin_here, -6, 6)",
+            loss_shown="log(1 + exp(-datum.margin_shown))",
+            marker=(
+                "datum.margin_here < -6 ? 'triangle-left'"
+                " : datum.margin_here > 6 ? 'triangle-right' : 'circle'"
+            ),
+        )
+        .mark_point(filled=True, size=90, opacity=1)
         .encode(
-            x=alt.X("margin_here:Q", scale=xs),
-            y=alt.Y("loss_here:Q", scale=ys),
+            x=alt.X("margin_shown:Q", scale=xs),
+            y=alt.Y("loss_shown:Q", scale=ys),
+            shape=alt.Shape("marker:N", scale=None, legend=None),
             color="curve:N",
             tooltip=[
                 alt.Tooltip("margin_here:Q", format=".2f", title="margin"),
@@ -564,12 +575,16 @@ def optimiser_explorer(
     )
     xs = alt.Scale(domain={"expr": f"[{x0}, {x1}]"}, nice=False, zero=False)
     ys = alt.Scale(domain={"expr": f"[{y0}, {y1}]"}, nice=False, zero=False)
-    background = grid.mark_rect(opacity=0.55).encode(
+    # Opaque cells stroked in their own colour: translucent cells showed the page through the
+    # anti-aliased seams between them (a grid of white lines over the surface).
+    shade = alt.Scale(range=["#ffffff", "#8f8f8f"])
+    background = grid.mark_rect(strokeWidth=0.6).encode(
         x=alt.X("xa:Q", scale=xs, title="x"),
         x2="xb:Q",
         y=alt.Y("ya:Q", scale=ys, title="y"),
         y2="yb:Q",
-        color=alt.Color("log_loss:Q", scale=alt.Scale(scheme="greys"), legend=None),
+        color=alt.Color("log_loss:Q", scale=shade, legend=None),
+        stroke=alt.Color("log_loss:Q", scale=shade, legend=None),
     )
     rows = optimiser_paths(steps)
     selected = "datum.o == optimiser && datum.s == surface && abs(datum.l - log10_lr) < 0.05"

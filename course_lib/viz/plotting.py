@@ -31,6 +31,8 @@ __all__ = [
     "NARROW_MIME",
     "narrow_layout",
     "narrow_bundle",
+    "legible_on_a_phone",
+    "phone_text_px",
 ]
 
 #: A colour-blind-safe cycle (Okabe & Ito), used by every figure in the book.
@@ -83,8 +85,74 @@ def finish_figure(fig, *, narrow=None):
     if narrow is not None:
         fig._course_narrow = narrow  # read by narrow_layout (survives the copy it makes)
     fig.tight_layout()
+    if not _has_narrow_layout(fig):
+        legible_on_a_phone(fig)
     plt.close(fig)  # the returned figure is displayed once, by the notebook
     return fig
+
+
+#: A phone's text column (CSS px, on a 390 px wide screen) and the smallest text (CSS px) a
+#: figure may show there. A figure is drawn at its width in points and scaled to the column, so
+#: an 11-inch heat map's 11 pt labels came out 4.5 px tall on a phone.
+PHONE_COLUMN_PX = 350.0
+MIN_PHONE_PX = 8.0
+
+
+def _texts(fig) -> list:
+    return [
+        t
+        for t in fig.findobj(matplotlib.text.Text)
+        if t.get_visible() and t.get_text().strip() and t.get_figure() is fig
+    ]
+
+
+def phone_text_px(fig) -> float:
+    """The smallest text of ``fig`` (CSS px) when a phone shows it: its size in points times
+    the scale from the figure's width to ``PHONE_COLUMN_PX`` (never enlarged past 4/3 px per
+    point, the figure's natural size)."""
+    texts = _texts(fig)
+    if not texts:
+        return float("inf")
+    width_pt = fig.get_size_inches()[0] * 72
+    return min(t.get_fontsize() for t in texts) * min(4 / 3, PHONE_COLUMN_PX / width_pt)
+
+
+def legible_on_a_phone(fig, min_px: float = MIN_PHONE_PX):
+    """Scale every text of ``fig`` up (the same factor for all, so titles stay above labels)
+    until its smallest is ``min_px`` CSS px tall on a phone, and lay the figure out again.
+    ``finish_figure`` calls it for figures without a phone layout of their own (wide single
+    panels: heat maps, long curves). Diagrams (no axis shown) are left alone: their boxes
+    are drawn around text of a fixed size. Returns ``fig``."""
+    if all(not ax.axison for ax in fig.axes):
+        return fig
+    factor = min_px / phone_text_px(fig)
+    if factor <= 1:
+        return fig
+    factor *= 1.02  # 2 %: the SVG rounds its scales
+    ticks = [
+        (axis, axis.get_majorticklabels()[0].get_fontsize())
+        for ax in fig.axes
+        for axis in (ax.xaxis, ax.yaxis)
+        if axis.get_majorticklabels()
+    ]
+    for t in _texts(fig):
+        t.set_fontsize(t.get_fontsize() * factor)
+    for axis, size in ticks:  # tick labels made at the next draw follow too
+        axis.set_tick_params(which="both", labelsize=size * factor)
+    fig.tight_layout()
+    return fig
+
+
+def _has_narrow_layout(fig) -> bool:
+    """Whether ``narrow_layout`` would give ``fig`` a phone layout (without making it)."""
+    found = _panels(fig)
+    if found is None:
+        return False
+    panels, (rows, cols) = found
+    try:
+        return _narrow_cells(panels, rows, cols, getattr(fig, "_course_narrow", None)) is not None
+    except ValueError:
+        return False
 
 
 def _to_numpy(x) -> np.ndarray:
