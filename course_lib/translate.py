@@ -13,6 +13,7 @@ sacrebleu's ``corpus_bleu`` without smoothing, on our word tokens (the tests che
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections import Counter
@@ -31,6 +32,7 @@ __all__ = [
     "greedy_decode",
     "length_penalty",
     "beam_search",
+    "exhaustive_search",
     "translate",
     "exact_match",
     "corpus_bleu",
@@ -282,6 +284,53 @@ def beam_search(
         if (best >= score.max(-1).values / bound).all():
             break
     return [_strip(r) for r in best_seq], best
+
+
+@torch.no_grad()
+def exhaustive_search(
+    model: Seq2Seq, src: torch.Tensor, alpha: float = 0.6, max_len: int = 3, limit: int = 20_000
+) -> tuple[list[list[int]], torch.Tensor]:
+    """The exact answer beam search approximates, by brute force, for a tiny target vocabulary.
+
+    Scores every possible output of a batch src (B, S): every sequence of the W = V_tgt - 3 words
+    of at most ``max_len - 1`` words followed by <eos>, and every sequence of exactly ``max_len``
+    words (finished by the length limit, as in ``beam_search``), by log P(Y | X) / lp(Y) in one
+    teacher-forced pass each. Returns (B lists of ids without <eos>, their scores (B,)), the
+    same form as ``beam_search``. There are W^0 + ... + W^max_len candidates, so this refuses
+    more than ``limit`` of them.
+    """
+    words_ = range(EOS + 1, model.cfg.tgt_vocab)  # every id but <pad>, <bos>, <eos>
+    n = sum(len(words_) ** k for k in range(max_len + 1))
+    if n > limit or max_len < 1:
+        raise ValueError(
+            f"exhaustive_search: {n} candidate outputs for {len(words_)} words and max_len "
+            f"{max_len}; it is meant for tiny vocabularies (at most {limit} candidates, max_len "
+            ">= 1). Use beam_search for a real model."
+        )
+    model.eval()
+    cands = [list(c) + [EOS] for k in range(max_len) for c in itertools.product(words_, repeat=k)]
+    cands += [list(c) for c in itertools.product(words_, repeat=max_len)]
+    tgt = torch.full((len(cands), max_len + 1), PAD, dtype=torch.long)  # (N, max_len + 1)
+    for i, c in enumerate(cands):
+        tgt[i, : len(c) + 1] = torch.tensor([BOS, *c])
+    y = tgt[:, 1:]  # (N, max_len): what each position must predict
+    lp = length_penalty((y != PAD).sum(-1).float(), alpha)  # (N,): <eos> counts as a token
+    memory, keep = model.encode(src)  # (B, S, d), (B, S)
+    out, scores = [], []
+    for b in range(src.shape[0]):
+        h = model.decode(
+            tgt[:, :-1],
+            memory[b : b + 1].expand(len(cands), -1, -1),
+            keep[b : b + 1].expand(len(cands), -1),
+        )  # (N, max_len, d)
+        logits = model.logits(h)  # (N, max_len, V)
+        logits[..., [PAD, BOS]] = float("-inf")  # as in next_log_probs: never written
+        logp = torch.log_softmax(logits, -1).gather(-1, y[..., None])[..., 0]  # (N, max_len)
+        total = logp.masked_fill(y == PAD, 0.0).sum(-1) / lp  # (N,)
+        i = int(total.argmax())
+        out.append([t for t in cands[i] if t != EOS])
+        scores.append(total[i])
+    return out, torch.stack(scores)
 
 
 @torch.no_grad()

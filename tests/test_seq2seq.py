@@ -35,6 +35,7 @@ from course_lib.translate import (
     error_kind,
     evaluate,
     exact_match,
+    exhaustive_search,
     greedy_decode,
     length_penalty,
     train,
@@ -272,6 +273,20 @@ def test_wide_beam_equals_exhaustive_search(alpha):
             ) == pytest.approx(float(sc), abs=1e-5)
         misses += sum(a != b for a, b in zip(narrow, got))
     assert misses > 0  # the tiny problem is not trivial: a beam of one does miss the best output
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_exhaustive_search_equals_brute_force(alpha):
+    """The library's exhaustive search (what the chapter compares the decoders with) finds what
+    this file's brute force finds, and refuses a vocabulary too large to enumerate."""
+    for seed in range(3):
+        model = random_model(SEARCH, seed=seed, std=1.0)
+        want = brute_force(model, SEARCH_SRC, 3, alpha)
+        got, scores = exhaustive_search(model, SEARCH_SRC, alpha=alpha, max_len=3)
+        assert got == [ids for ids, _ in want]
+        torch.testing.assert_close(scores, torch.tensor([s for _, s in want]), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="tiny vocabularies"):
+        exhaustive_search(random_model(), padded_batch(), max_len=8)
 
 
 def test_beam_of_one_is_at_least_as_good_as_greedy():
