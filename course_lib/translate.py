@@ -96,6 +96,7 @@ def train(
     cfg: Seq2SeqConfig | None = None,
     settings: TrainSettings | None = None,
     progress: bool = False,
+    snapshots: tuple[int, ...] = (),
 ) -> tuple[Seq2Seq, dict]:
     """Train a ``Seq2Seq`` on ``data``'s training pairs with teacher forcing; returns
     ``(model (eval mode), history)``.
@@ -104,8 +105,12 @@ def train(
     same data, config and settings give the same weights (everything is seeded; run on the
     same number of threads for bit-equal floats). ``history``: ``step`` and ``train_loss``
     (every step), ``val_step`` and ``val_loss``, ``lr``, ``seconds`` (wall time of training,
-    evaluation included), ``tokens`` (target tokens trained on).
+    evaluation included), ``tokens`` (target tokens trained on), and ``snapshots``: {step: a copy
+    of the weights after that many steps} for each step in ``snapshots`` (the same run seen part
+    of the way through, at no extra training cost).
     """
+    if any(not 1 <= s <= (settings or TrainSettings()).steps for s in snapshots):
+        raise ValueError(f"train: snapshot steps must lie in 1 .. steps; got {tuple(snapshots)}.")
     settings = settings or TrainSettings()
     if cfg is None:
         cfg = Seq2SeqConfig(
@@ -132,6 +137,7 @@ def train(
     val = data.tensors("val") if data.numbers["val"] else None
     g = torch.Generator().manual_seed(settings.seed + 1)  # the batches
     hist = {"step": [], "train_loss": [], "val_step": [], "val_loss": [], "lr": [], "tokens": 0}
+    hist["snapshots"] = {}
     start = time.perf_counter()
     model.train()
     for step in range(settings.steps):
@@ -150,6 +156,10 @@ def train(
         if settings.grad_clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
         opt.step()
+        if step + 1 in snapshots:
+            hist["snapshots"][step + 1] = {
+                k: v.detach().clone() for k, v in model.state_dict().items()
+            }
         hist["step"].append(step)
         hist["train_loss"].append(loss.item())
         hist["lr"].append(lr)

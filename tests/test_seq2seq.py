@@ -484,13 +484,24 @@ def test_training_is_reproducible_and_learns():
         d_model=32,
     )
     settings = TrainSettings(steps=30, batch_size=32, warmup=5, eval_every=10)
-    m1, h1 = train(data, cfg, settings)
+    m1, h1 = train(data, cfg, settings, snapshots=(10, 30))
     m2, h2 = train(data, cfg, settings)
     assert h1["train_loss"] == h2["train_loss"] and h1["val_loss"] == h2["val_loss"]
     assert all(
         torch.equal(p, q) for p, q in zip(m1.state_dict().values(), m2.state_dict().values())
     )
     assert h1["val_step"] == [10, 20, 30]
+    # snapshots: the final one is the trained model; an earlier one gives that step's val loss
+    assert sorted(h1["snapshots"]) == [10, 30] and h2["snapshots"] == {}
+    assert all(torch.equal(h1["snapshots"][30][k], v) for k, v in m1.state_dict().items())
+    early = Seq2Seq(cfg)
+    early.load_state_dict(h1["snapshots"][10])
+    src_val, tgt_val = data.tensors("val")
+    with torch.no_grad():
+        _, loss10 = early.eval()(src_val, tgt_val[:, :-1], tgt_val[:, 1:])
+    assert float(loss10) == pytest.approx(h1["val_loss"][0], rel=1e-4)
+    with pytest.raises(ValueError, match="snapshot"):
+        train(data, cfg, settings, snapshots=(31,))
     assert h1["val_loss"][-1] < 0.8 * math.log(
         len(data.tgt_vocab)
     )  # below a uniform guess after 30 steps
