@@ -1,4 +1,5 @@
-"""Every chapter 1-8 (and any later chapter with the section) explains its central idea at five levels (issue 18), in one tab set.
+"""Every chapter 1-8 explains its central idea at five levels (issue 18), in one tab set; a
+later chapter that has the section (Chapter 14) is held to the same shape.
 
 The section is a sphinx-design tab set with class ``five-levels`` and the tabs Child,
 Teenager, Undergraduate, Graduate and Researcher, in that order, each short and non-empty;
