@@ -13,6 +13,7 @@ sacrebleu's ``corpus_bleu`` without smoothing, on our word tokens (the tests che
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections import Counter
@@ -31,6 +32,7 @@ __all__ = [
     "greedy_decode",
     "length_penalty",
     "beam_search",
+    "exhaustive_search",
     "translate",
     "exact_match",
     "corpus_bleu",
@@ -94,6 +96,7 @@ def train(
     cfg: Seq2SeqConfig | None = None,
     settings: TrainSettings | None = None,
     progress: bool = False,
+    snapshots: tuple[int, ...] = (),
 ) -> tuple[Seq2Seq, dict]:
     """Train a ``Seq2Seq`` on ``data``'s training pairs with teacher forcing; returns
     ``(model (eval mode), history)``.
@@ -102,8 +105,12 @@ def train(
     same data, config and settings give the same weights (everything is seeded; run on the
     same number of threads for bit-equal floats). ``history``: ``step`` and ``train_loss``
     (every step), ``val_step`` and ``val_loss``, ``lr``, ``seconds`` (wall time of training,
-    evaluation included), ``tokens`` (target tokens trained on).
+    evaluation included), ``tokens`` (target tokens trained on), and ``snapshots``: {step: a copy
+    of the weights after that many steps} for each step in ``snapshots`` (the same run seen part
+    of the way through, at no extra training cost).
     """
+    if any(not 1 <= s <= (settings or TrainSettings()).steps for s in snapshots):
+        raise ValueError(f"train: snapshot steps must lie in 1 .. steps; got {tuple(snapshots)}.")
     settings = settings or TrainSettings()
     if cfg is None:
         cfg = Seq2SeqConfig(
@@ -130,6 +137,7 @@ def train(
     val = data.tensors("val") if data.numbers["val"] else None
     g = torch.Generator().manual_seed(settings.seed + 1)  # the batches
     hist = {"step": [], "train_loss": [], "val_step": [], "val_loss": [], "lr": [], "tokens": 0}
+    hist["snapshots"] = {}
     start = time.perf_counter()
     model.train()
     for step in range(settings.steps):
@@ -148,6 +156,10 @@ def train(
         if settings.grad_clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
         opt.step()
+        if step + 1 in snapshots:
+            hist["snapshots"][step + 1] = {
+                k: v.detach().clone() for k, v in model.state_dict().items()
+            }
         hist["step"].append(step)
         hist["train_loss"].append(loss.item())
         hist["lr"].append(lr)
@@ -282,6 +294,53 @@ def beam_search(
         if (best >= score.max(-1).values / bound).all():
             break
     return [_strip(r) for r in best_seq], best
+
+
+@torch.no_grad()
+def exhaustive_search(
+    model: Seq2Seq, src: torch.Tensor, alpha: float = 0.6, max_len: int = 3, limit: int = 20_000
+) -> tuple[list[list[int]], torch.Tensor]:
+    """The exact answer beam search approximates, by brute force, for a tiny target vocabulary.
+
+    Scores every possible output of a batch src (B, S): every sequence of the W = V_tgt - 3 words
+    of at most ``max_len - 1`` words followed by <eos>, and every sequence of exactly ``max_len``
+    words (finished by the length limit, as in ``beam_search``), by log P(Y | X) / lp(Y) in one
+    teacher-forced pass each. Returns (B lists of ids without <eos>, their scores (B,)), the
+    same form as ``beam_search``. There are W^0 + ... + W^max_len candidates, so this refuses
+    more than ``limit`` of them.
+    """
+    words_ = range(EOS + 1, model.cfg.tgt_vocab)  # every id but <pad>, <bos>, <eos>
+    n = sum(len(words_) ** k for k in range(max_len + 1))
+    if n > limit or max_len < 1:
+        raise ValueError(
+            f"exhaustive_search: {n} candidate outputs for {len(words_)} words and max_len "
+            f"{max_len}; it is meant for tiny vocabularies (at most {limit} candidates, max_len "
+            ">= 1). Use beam_search for a real model."
+        )
+    model.eval()
+    cands = [list(c) + [EOS] for k in range(max_len) for c in itertools.product(words_, repeat=k)]
+    cands += [list(c) for c in itertools.product(words_, repeat=max_len)]
+    tgt = torch.full((len(cands), max_len + 1), PAD, dtype=torch.long)  # (N, max_len + 1)
+    for i, c in enumerate(cands):
+        tgt[i, : len(c) + 1] = torch.tensor([BOS, *c])
+    y = tgt[:, 1:]  # (N, max_len): what each position must predict
+    lp = length_penalty((y != PAD).sum(-1).float(), alpha)  # (N,): <eos> counts as a token
+    memory, keep = model.encode(src)  # (B, S, d), (B, S)
+    out, scores = [], []
+    for b in range(src.shape[0]):
+        h = model.decode(
+            tgt[:, :-1],
+            memory[b : b + 1].expand(len(cands), -1, -1),
+            keep[b : b + 1].expand(len(cands), -1),
+        )  # (N, max_len, d)
+        logits = model.logits(h)  # (N, max_len, V)
+        logits[..., [PAD, BOS]] = float("-inf")  # as in next_log_probs: never written
+        logp = torch.log_softmax(logits, -1).gather(-1, y[..., None])[..., 0]  # (N, max_len)
+        total = logp.masked_fill(y == PAD, 0.0).sum(-1) / lp  # (N,)
+        i = int(total.argmax())
+        out.append([t for t in cands[i] if t != EOS])
+        scores.append(total[i])
+    return out, torch.stack(scores)
 
 
 @torch.no_grad()

@@ -35,6 +35,7 @@ from course_lib.translate import (
     error_kind,
     evaluate,
     exact_match,
+    exhaustive_search,
     greedy_decode,
     length_penalty,
     train,
@@ -274,6 +275,20 @@ def test_wide_beam_equals_exhaustive_search(alpha):
     assert misses > 0  # the tiny problem is not trivial: a beam of one does miss the best output
 
 
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_exhaustive_search_equals_brute_force(alpha):
+    """The library's exhaustive search (what the chapter compares the decoders with) finds what
+    this file's brute force finds, and refuses a vocabulary too large to enumerate."""
+    for seed in range(3):
+        model = random_model(SEARCH, seed=seed, std=1.0)
+        want = brute_force(model, SEARCH_SRC, 3, alpha)
+        got, scores = exhaustive_search(model, SEARCH_SRC, alpha=alpha, max_len=3)
+        assert got == [ids for ids, _ in want]
+        torch.testing.assert_close(scores, torch.tensor([s for _, s in want]), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="tiny vocabularies"):
+        exhaustive_search(random_model(), padded_batch(), max_len=8)
+
+
 def test_beam_of_one_is_at_least_as_good_as_greedy():
     """A beam of one follows greedy's path but also keeps every <eos> it passed, so its output
     scores at least as high as greedy's (and often is greedy's)."""
@@ -469,13 +484,24 @@ def test_training_is_reproducible_and_learns():
         d_model=32,
     )
     settings = TrainSettings(steps=30, batch_size=32, warmup=5, eval_every=10)
-    m1, h1 = train(data, cfg, settings)
+    m1, h1 = train(data, cfg, settings, snapshots=(10, 30))
     m2, h2 = train(data, cfg, settings)
     assert h1["train_loss"] == h2["train_loss"] and h1["val_loss"] == h2["val_loss"]
     assert all(
         torch.equal(p, q) for p, q in zip(m1.state_dict().values(), m2.state_dict().values())
     )
     assert h1["val_step"] == [10, 20, 30]
+    # snapshots: the final one is the trained model; an earlier one gives that step's val loss
+    assert sorted(h1["snapshots"]) == [10, 30] and h2["snapshots"] == {}
+    assert all(torch.equal(h1["snapshots"][30][k], v) for k, v in m1.state_dict().items())
+    early = Seq2Seq(cfg)
+    early.load_state_dict(h1["snapshots"][10])
+    src_val, tgt_val = data.tensors("val")
+    with torch.no_grad():
+        _, loss10 = early.eval()(src_val, tgt_val[:, :-1], tgt_val[:, 1:])
+    assert float(loss10) == pytest.approx(h1["val_loss"][0], rel=1e-4)
+    with pytest.raises(ValueError, match="snapshot"):
+        train(data, cfg, settings, snapshots=(31,))
     assert h1["val_loss"][-1] < 0.8 * math.log(
         len(data.tgt_vocab)
     )  # below a uniform guess after 30 steps
