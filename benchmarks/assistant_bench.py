@@ -1,6 +1,6 @@
 """Benchmark: Chapter 13's runs, from the pretrained model to an instruction follower.
 
-    python benchmarks/assistant_bench.py                      # everything (about 15 min on one core)
+    python benchmarks/assistant_bench.py          # everything (about 15 min on one core)
     python benchmarks/assistant_bench.py --sft-steps 20 --dpo-steps 5 --n-test 20 --n-mc 40 \\
         --betas 0.1 --out /tmp/assistant.json                 # a quick run
 
