@@ -1,0 +1,82 @@
+"""Evaluation beyond the loss (course_lib.evaluate): binomial intervals against scipy and an
+exact computation, and the multiple-choice items and scorer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from course_lib.data import CharTokenizer
+from course_lib.evaluate import (
+    MCItem,
+    binomial_tail,
+    choice_scores,
+    clopper_pearson_interval,
+    multiple_choice_accuracy,
+    next_line_items,
+    wilson_interval,
+)
+from course_lib.model import GPTConfig, MiniGPT
+
+CASES = [(0, 10), (3, 10), (10, 10), (57, 200), (130, 400), (1, 1500)]
+
+
+@pytest.mark.parametrize("k,n", CASES)
+def test_intervals_match_scipy(k, n):
+    stats = pytest.importorskip("scipy.stats")
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    assert wilson_interval(k, n) == pytest.approx((ci.low, ci.high), abs=1e-9)
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+    assert clopper_pearson_interval(k, n) == pytest.approx((ci.low, ci.high), abs=1e-9)
+
+
+def test_clopper_pearson_ends_have_exact_tails():
+    k, n = 7, 30
+    lo, hi = clopper_pearson_interval(k, n, 0.9)
+    exact = lambda p, ks: sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in ks)  # noqa: E731
+    assert exact(lo, range(k, n + 1)) == pytest.approx(0.05, abs=1e-9)
+    assert exact(hi, range(0, k + 1)) == pytest.approx(0.05, abs=1e-9)
+    assert binomial_tail(k, n, 0.3, True) == pytest.approx(exact(0.3, range(k, n + 1)))
+
+
+def test_wilson_covers_about_95_percent():
+    g = torch.Generator().manual_seed(0)
+    n, p = 100, 0.3
+    ks = torch.binomial(torch.full((2000,), float(n)), torch.full((2000,), p), generator=g)
+    cover = sum(lo <= p <= hi for lo, hi in (wilson_interval(int(k), n) for k in ks))
+    assert 0.93 < cover / 2000 < 0.97
+
+
+def test_intervals_reject_bad_counts():
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        wilson_interval(5, 3)
+    with pytest.raises(ValueError, match="confidence"):
+        clopper_pearson_interval(1, 3, 1.5)
+
+
+def test_next_line_items():
+    plays = {"A": [f"line number {i}" for i in range(40)]}
+    items = next_line_items(plays, 30, seed=0)
+    for it in items:
+        assert len(set(it.choices)) == 4
+        real = int(it.context.strip().rsplit(" ", 1)[-1]) + 1  # the line after the context
+        assert it.choices[it.answer] == f"line number {real}"
+    assert len({it.answer for it in items}) > 1  # the right answer is not always first
+
+
+def test_multiple_choice_scorer_matches_per_choice_loop():
+    torch.manual_seed(0)
+    tok = CharTokenizer("abcdef \n")
+    model = MiniGPT(GPTConfig(vocab_size=8, block_size=20, n_layer=1, n_head=2, d_model=16))
+    model.eval()
+    item = MCItem("ab ", ("cde", "f", "aaaa", "bd"), 0)
+    got = choice_scores(model, tok, item)
+    for c, s in zip(item.choices, got):
+        ids = tok.encode("ab " + c + "\n")
+        logp = torch.log_softmax(model(ids[None, :-1])[0][0].double(), -1)
+        want = sum(logp[t - 1, ids[t]].item() for t in range(3, len(ids))) / (len(c) + 1)
+        assert s.item() == pytest.approx(want, abs=1e-4)
+    right, n = multiple_choice_accuracy(model, tok, [item] * 3)
+    assert n == 3 and right in (0, 3)
