@@ -30,6 +30,8 @@ __all__ = [
     "A100",
     "H100",
     "MFU",
+    "PALM_MFU",
+    "CLUSTER_GPUS",
     "training_flops",
     "inference_flops_per_token",
     "gpu_hours",
@@ -105,6 +107,10 @@ H100 = GPU("H100", 989e12, 3.35e12, 3.0, "nvidia2022h100")
 #: PaLM reported 46.2 % on TPU v4 (Chowdhery et al. 2023, chowdhery2023palm); 40 % is a round,
 #: slightly conservative figure.
 MFU = 0.40
+#: PaLM 540B's model FLOP utilisation (Chowdhery et al. 2023, Table 3), for comparison.
+PALM_MFU = 0.462
+#: The cluster size the training table quotes days for.
+CLUSTER_GPUS = 1024
 
 
 def _check_positive(**values: float) -> None:
@@ -139,7 +145,8 @@ def gpu_hours(flops: float, gpu: GPU, mfu: float = MFU) -> float:
 def training_cost_rows(
     models=(GPT3, LLAMA2_70B), gpus=(A100, H100), mfu: float = MFU
 ) -> list[dict]:
-    """One row per model and GPU: FLOPs, 6ND alone, GPU-hours, days on 1,024 GPUs, dollars."""
+    """One row per model and GPU: FLOPs, 6ND alone, GPU-hours, days on ``CLUSTER_GPUS`` GPUs,
+    dollars."""
     rows = []
     for m in models:
         flops = training_flops(m)
@@ -152,7 +159,7 @@ def training_cost_rows(
                     "flops": flops,
                     "flops_6nd": 6 * m.n_params * m.n_tokens,
                     "gpu_hours": hours,
-                    "days_on_1024": hours / 1024 / 24,
+                    "days_on_cluster": hours / CLUSTER_GPUS / 24,
                     "dollars": hours * g.price_per_hour,
                 }
             )
