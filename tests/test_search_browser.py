@@ -101,3 +101,19 @@ def test_summaries_show_text_not_tex(query, open_search):
     ]
     assert not missing, f"{query!r} missing from the summaries of {missing[:5]}"
     assert not problems, f"search page: {problems}"
+
+
+# What a code cell leaves in a summary: an import, a print, a definition, an assignment to _.
+CODE = re.compile(r"\bimport \w+|\bprint\(|\bdef \w+\(|\b_ = |\bglue\(")
+
+
+@pytest.mark.parametrize("query", ["torch", "print", "model"])
+def test_summaries_are_prose_not_code(query, open_search):
+    """Words that code cells use often: the summaries show the pages' prose around them (code
+    cells, outputs and code blocks are left out of the summary), never a line of code."""
+    results, problems = open_search(query)
+    with_summary = [r for r in results if r["summary"].strip()]
+    assert len(with_summary) >= 3, f"{query!r}: too few summaries: {results[:3]}"
+    code = [(r["title"], r["summary"][:160]) for r in with_summary if CODE.search(r["summary"])]
+    assert not code, f"{query!r}: code in {len(code)} summaries, e.g. {code[:3]}"
+    assert not problems, f"search page: {problems}"

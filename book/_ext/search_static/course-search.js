@@ -3,18 +3,20 @@
  * Sphinx's searchtools.js cuts each summary from the hit's page text (Search.htmlToText),
  * where math is still MathJax's TeX source. Every math element of the site carries its
  * plain-text reading in data-course-text (written at build time); this wraps htmlToText so that
- * text replaces the TeX before the summary is cut. Served on search.html only.
+ * text replaces the TeX before the summary is cut, and code (cells, outputs, code blocks) is
+ * left out of it. Served on search.html only.
  */
 (() => {
   "use strict";
+  const CODE = "div.cell_input, div.cell_output, div.highlight, pre, .sd-tab-set > label";
   const patch = () => {
     if (typeof Search === "undefined" || Search.courseSearchPatched) return;
     const htmlToText = Search.htmlToText;
     Search.htmlToText = (htmlString, anchor) => {
       const doc = new DOMParser().parseFromString(htmlString, "text/html");
-      const maths = doc.querySelectorAll("[data-course-text]");
-      if (maths.length === 0) return htmlToText(htmlString, anchor);
-      maths.forEach((el) => {
+      // A summary is prose: code cells, their outputs and code blocks are left out of it.
+      doc.querySelectorAll(CODE).forEach((el) => el.remove());
+      doc.querySelectorAll("[data-course-text]").forEach((el) => {
         const text = el.getAttribute("data-course-text");
         // display math stands apart from the sentence around it
         el.replaceWith(doc.createTextNode(el.tagName === "DIV" ? ` ${text} ` : text));
