@@ -72,8 +72,9 @@ def configure(app, config) -> None:
     # ("html" rebuild) rewrites every page when that changes.
     config.course_pdf = PDF if pdf_source(app).is_file() else ""
     options = config.html_theme_options
-    # "Suggest edit" under the repository button: the page's source on GitHub.
-    options.setdefault("use_edit_page_button", True)
+    # "Suggest edit" under the repository button: the page's source on GitHub. (Jupyter Book
+    # always sets the option, from html.use_edit_page_button, default off: set here.)
+    options["use_edit_page_button"] = True
     if not options.get("extra_footer"):
         options["extra_footer"] = footer_html(
             options.get("repository_url", ""), options.get("repository_branch", "main")

@@ -4,7 +4,8 @@
  * where math is still MathJax's TeX source. Every math element of the site carries its
  * plain-text reading in data-course-text (written at build time); this wraps htmlToText so that
  * text replaces the TeX before the summary is cut, and code (cells, outputs, code blocks) is
- * left out of it. Served on search.html only.
+ * left out of it where the words searched for are in the prose (where they are only in code,
+ * the summary shows that code). Served on search.html only.
  */
 (() => {
   "use strict";
@@ -12,10 +13,12 @@
   const patch = () => {
     if (typeof Search === "undefined" || Search.courseSearchPatched) return;
     const htmlToText = Search.htmlToText;
+    let keepCode = false;
     Search.htmlToText = (htmlString, anchor) => {
       const doc = new DOMParser().parseFromString(htmlString, "text/html");
-      // A summary is prose: code cells, their outputs and code blocks are left out of it.
-      doc.querySelectorAll(CODE).forEach((el) => el.remove());
+      // A summary is prose: code cells, their outputs and code blocks are left out of it
+      // (unless the words searched for are only in the code: makeSearchSummary below).
+      if (!keepCode) doc.querySelectorAll(CODE).forEach((el) => el.remove());
       doc.querySelectorAll("[data-course-text]").forEach((el) => {
         const text = el.getAttribute("data-course-text");
         // display math stands apart from the sentence around it
@@ -23,6 +26,20 @@
       });
       return htmlToText(doc.documentElement.outerHTML, anchor);
     };
+    const makeSearchSummary = Search.makeSearchSummary;
+    if (makeSearchSummary) {
+      Search.makeSearchSummary = (htmlText, keywords, anchor) => {
+        const prose = Search.htmlToText(htmlText, anchor).toLowerCase();
+        if ([...keywords].some((k) => prose.includes(String(k).toLowerCase())))
+          return makeSearchSummary(htmlText, keywords, anchor);
+        keepCode = true;  // found in the code only: the summary shows where
+        try {
+          return makeSearchSummary(htmlText, keywords, anchor);
+        } finally {
+          keepCode = false;
+        }
+      };
+    }
     Search.courseSearchPatched = true;
   };
   patch();  // searchtools.js came first
