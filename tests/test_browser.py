@@ -167,7 +167,9 @@ class Visit:
             self.errors.append(f"console: {msg.text}")
 
     def open(self, path: str):
-        self.page.goto(self.base + path, wait_until="load")
+        # A limit, not a wait: the page's load event ends it. On a shared, loaded machine a
+        # chapter (MathJax, the explorers' Vega) took over Playwright's default 30 s.
+        self.page.goto(self.base + path, wait_until="load", timeout=LOAD_LIMIT_MS)
         return self.page
 
     def close(self):
@@ -196,6 +198,7 @@ MATH_STATE = browser_js("math-state.js")
 
 SETTLE = browser_js("settle.js")
 SETTLE_LIMIT_MS = 60_000
+LOAD_LIMIT_MS = 180_000
 
 IMAGES = browser_js("images.js")
 
