@@ -19,6 +19,13 @@ pages that need them, no Python reprs in the outputs, and the worksheets read we
 and link back to their chapter. Totals (including every axe finding by rule and impact) go to
 ``test-output/browser-report.json``.
 
+Under load (a shared machine) each check waits for what it reads, never for a fixed time:
+before every screenshot and after each switch (dark mode, the phone's size) the fonts are
+ready and every image is loaded and decoded (``browser_js/settle.js``). A failed request to the
+site is a failure, except an image request aborted because the page stopped wanting it (a
+resize picked another source of a ``<picture>``): one whose URL no image shows now, or that
+loaded after all (``Visit.failures``).
+
 Skipped, with a message, only where no ``chromium`` is installed (``apt-get install chromium``).
 """
 
