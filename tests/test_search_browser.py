@@ -105,8 +105,8 @@ def test_summaries_show_text_not_tex(query, open_search):
 
 
 # What a code cell leaves in a summary: an import, a print, a definition, an assignment to _.
-CODE = re.compile(r"\bimport \w+|\bprint\(|\bdef \w+\(|\b_ = |\bglue\(")
-CODE_SELECTOR = "div.cell_input, div.cell_output, div.highlight, pre"
+CODE = re.compile(r"\bimport \w+|\bprint\(|\bdef \w+\(|\b_ = |\bglue\(|code cell content")
+CODE_SELECTOR = "div.cell_input, div.cell_output, div.highlight, pre, details.hide > summary"
 LINKED_SUMMARIES = """() => [...document.querySelectorAll("#search-results li")].map((li) => ({
   href: (li.querySelector("a") || {href: ""}).href,
   summary: (li.querySelector("p.context") || {textContent: ""}).textContent,

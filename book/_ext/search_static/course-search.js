@@ -9,7 +9,8 @@
  */
 (() => {
   "use strict";
-  const CODE = "div.cell_input, div.cell_output, div.highlight, pre, .sd-tab-set > label";
+  const CODE =
+    "div.cell_input, div.cell_output, div.highlight, pre, details.hide > summary, .sd-tab-set > label";
   const patch = () => {
     if (typeof Search === "undefined" || Search.courseSearchPatched) return;
     const htmlToText = Search.htmlToText;
