@@ -63,7 +63,7 @@ def measure(site: Path, pages: list[str]) -> dict:
                         pass
 
             page.on("response", on_response)
-            page.goto(base + path, wait_until="load")
+            page.goto(base + path, wait_until="load", timeout=180_000)  # a loaded machine
             page.evaluate("""async () => {
               const started = window.MathJax && MathJax.startup && MathJax.startup.promise;
               if (started) await MathJax.startup.promise;

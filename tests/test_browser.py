@@ -19,6 +19,13 @@ pages that need them, no Python reprs in the outputs, and the worksheets read we
 and link back to their chapter. Totals (including every axe finding by rule and impact) go to
 ``test-output/browser-report.json``.
 
+Under load (a shared machine) each check waits for what it reads, never for a fixed time:
+before every screenshot and after each switch (dark mode, the phone's size) the fonts are
+ready and every image is loaded and decoded (``browser_js/settle.js``). A failed request to the
+site is a failure, except an image request aborted because the page stopped wanting it (a
+resize picked another source of a ``<picture>``): one whose URL no image shows now, or that
+loaded after all (``Visit.failures``).
+
 Skipped, with a message, only where no ``chromium`` is installed (``apt-get install chromium``).
 """
 
@@ -109,10 +116,10 @@ class Visit:
         self.page = self.context.new_page()
         self.page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
         self.page.on("console", self._console)
-        self.page.on(
-            "requestfailed",
-            lambda r: self._own(r.url) and self.failed.append(f"{r.url} ({r.failure})"),
-        )
+        # Failed requests, judged at the end (``failures``): an image request aborted because
+        # the page stopped wanting it (a resize switched a <picture>'s source) is no failure.
+        self.aborted: list[tuple[str, str]] = []
+        self.page.on("requestfailed", self._request_failed)
         self.page.on(
             "response",
             lambda r: (
@@ -124,6 +131,34 @@ class Visit:
 
     def _own(self, url: str) -> bool:
         return url.startswith(self.base)
+
+    def _request_failed(self, request):
+        if not self._own(request.url):
+            return
+        if "ERR_ABORTED" in str(request.failure) and request.resource_type == "image":
+            self.aborted.append((request.url, str(request.failure)))
+        else:
+            self.failed.append(f"{request.url} ({request.failure})")
+
+    def settle(self, where: str) -> list[str]:
+        """Wait until the page shows what the next check reads (``browser_js/settle.js``:
+        fonts, every image loaded and decoded); problems for images that never completed."""
+        pending = self.page.evaluate(SETTLE, SETTLE_LIMIT_MS)
+        return [f"{where}: image still loading after {SETTLE_LIMIT_MS} ms: {u}" for u in pending]
+
+    def failures(self) -> list[str]:
+        """Every failed request to the site, less the image requests that were superseded: an
+        aborted image URL that no image of the page shows now, or that loaded after all."""
+        shown = {
+            (i["src"], i["ok"])
+            for i in self.page.evaluate(
+                "[...document.images].map(i => ({src: i.currentSrc || i.src, "
+                "ok: i.complete && i.naturalWidth > 0}))"
+            )
+        }
+        broken = {src for src, ok in shown if not ok}
+        real = [f"{url} ({why})" for url, why in self.aborted if url in broken]
+        return self.failed + real
 
     def _route(self, route):
         url = route.request.url
@@ -139,7 +174,9 @@ class Visit:
             self.errors.append(f"console: {msg.text}")
 
     def open(self, path: str):
-        self.page.goto(self.base + path, wait_until="load")
+        # A limit, not a wait: the page's load event ends it. On a shared, loaded machine a
+        # chapter (MathJax, the explorers' Vega) took over Playwright's default 30 s.
+        self.page.goto(self.base + path, wait_until="load", timeout=LOAD_LIMIT_MS)
         return self.page
 
     def close(self):
@@ -165,6 +202,10 @@ def visit(browser, base_url, report):
 WAIT_FOR_MATHJAX = browser_js("wait-for-mathjax.js")
 
 MATH_STATE = browser_js("math-state.js")
+
+SETTLE = browser_js("settle.js")
+SETTLE_LIMIT_MS = 60_000
+LOAD_LIMIT_MS = 180_000
 
 IMAGES = browser_js("images.js")
 
@@ -333,12 +374,13 @@ def test_page(path, visit, site_dir, base_url, report):
     problems += [f"light mode: caption contrast {c} (< {MIN_CONTRAST}:1)" for c in captions["low"]]
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    problems += v.settle("desktop, light")
     page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-light.png"), full_page=True)
     light_bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
     # The reader's system switches to dark: the theme ("auto" mode) must follow it.
     page.emulate_media(color_scheme="dark")
     page.wait_for_function("document.documentElement.dataset.theme === 'dark'", timeout=5_000)
-    page.wait_for_timeout(200)
+    problems += v.settle("desktop, dark")
     dark_bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
     page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-dark.png"), full_page=True)
     if light_bg == dark_bg:
@@ -357,15 +399,22 @@ def test_page(path, visit, site_dir, base_url, report):
 
     # Phone: the same page at 390×844 (dark, then light; the first screen of each).
     page.set_viewport_size(PHONE)
-    page.wait_for_timeout(300)
+    problems += v.settle("phone")
     problems += _layout_problems(page, "phone")
     page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-phone-dark.png"))
     page.emulate_media(color_scheme="light")
     page.wait_for_function("document.documentElement.dataset.theme === 'light'", timeout=5_000)
+    problems += v.settle("phone, light")
     page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-phone-light.png"))
 
+    blank = page.evaluate(
+        "[...document.querySelectorAll('svg.svg-inline--fa')].filter(s => s.checkVisibility()"
+        " && s.getBoundingClientRect().width === 0).length"
+    )
+    if blank:
+        problems.append(f"{blank} visible icon(s) drawn with no width")
     problems += [f"JavaScript error: {e}" for e in v.errors]
-    problems += [f"failed request to the site: {f}" for f in v.failed]
+    problems += [f"failed request to the site: {f}" for f in v.failures()]
 
     report["pages_checked"] += 1
     report["internal_links_checked"] += len(internal)
@@ -418,7 +467,7 @@ def test_a_widget_renders(visit, site_dir, report):
         assert controls.count() > 0, f"{path}: the widget has no controls"
         widget.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-widget.png"))
         assert not v.errors, f"{path}: JavaScript errors: {v.errors}"
-        assert not v.failed, f"{path}: failed requests: {v.failed}"
+        assert not v.failures(), f"{path}: failed requests: {v.failures()}"
         report["widgets_rendered"] += v.page.locator(".widget-interact").count()
 
 
@@ -448,15 +497,87 @@ def test_every_page_has_head_and_licence(site_dir):
             ("description", r'<meta name="description" content="[^"]{20,}"'),
             ("og:title", r'<meta property="og:title" content="[^"]+"'),
             ("og:description", r'<meta property="og:description" content="[^"]+"'),
-            ("twitter:card", r'<meta name="twitter:card" content="summary"'),
+            ("twitter:card", r'<meta name="twitter:card" content="summary'),
+            ("og:url", r'<meta property="og:url" content="https://[^"]+' + re.escape(path) + '"'),
+            ("og:image", r'<meta property="og:image" content="https://[^"]+\.png"'),
+            ("canonical", r'<link rel="canonical" href="https://[^"]+' + re.escape(path) + '"'),
         ]:
             if not re.search(pattern, head):
                 problems.append(f"{path}: no {what} in <head>")
+        viewports = len(re.findall(r'<meta name="viewport"', head))
+        if viewports != 1:
+            problems.append(f"{path}: {viewports} viewport tags (one, or phones pick either)")
         footer = "".join(part.split("</footer>", 1)[0] for part in html.split("<footer")[1:])
         for words in ("MIT License", "CC BY 4.0", "Shakespeare", "public domain"):
             if words not in footer:
                 problems.append(f"{path}: the footer does not say {words!r}")
     assert (site_dir / "_static" / "favicon.svg").is_file(), "favicon.svg not shipped"
+    card = site_dir / "_static" / "course-card.png"
+    assert card.is_file() and card.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "no preview card"
+    index = (site_dir / "index.html").read_text(encoding="utf-8")
+    assert re.search(r"<title>[^<]+</title>", index), "index.html has no title"
+    assert re.search(r'http-equiv="Refresh" content="0; url=book/intro\.html"', index)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_page_has_an_edit_link_and_a_date(site_dir):
+    """Each chapter page links its source on GitHub for editing ("Suggest edit") and says when
+    it last changed: the date of the source's last commit, not the build's (so two builds of
+    one commit are the same)."""
+    from tools import ROOT
+
+    problems = []
+    for path, html in _pages_html(site_dir).items():
+        source = Path(path).with_suffix(".md").as_posix()
+        if not re.search(r'href="https://github\.com/[^"]+/edit/[^"]+/' + re.escape(source), html):
+            problems.append(f"{path}: no edit link to {source}")
+        m = re.search(r"Last updated on (\d{4}-\d{2}-\d{2})", html)
+        if not m:
+            problems.append(f"{path}: no 'Last updated' date")
+            continue
+        import subprocess
+
+        want = subprocess.run(
+            ["git", "log", "-1", "--format=%cs", "--", source],
+            cwd=source_root(),
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        if want and m.group(1) != want:
+            problems.append(f"{path}: last updated {m.group(1)}, its last commit {want}")
+    assert ROOT.is_dir() and not problems, "\n".join(problems)
+
+
+def test_unnumbered_pages_number_their_equations_from_one(site_dir):
+    """A page outside the numbered chapters counts its equations from (1) (Sphinx's single
+    counter for them gave "Where next"'s only equation the number 10)."""
+    checked = 0
+    for path, html in _pages_html(site_dir).items():
+        numbers = re.findall(r'class="eqno">\(([0-9.]+)\)', html)
+        if numbers and "." not in numbers[0]:
+            checked += 1
+            assert numbers[0] == "1", f"{path}: its first equation is ({numbers[0]})"
+    assert checked >= 2, "expected equations on at least two unnumbered pages"
+
+
+def test_icons_are_inline_svg(site_dir):
+    """The theme's icons are inline SVG written at build time (book/_ext/course_icons.py): no
+    page loads Font Awesome's 1.5 MB script, and no icon is left for it to draw."""
+    problems = []
+    for path, html in _pages_html(site_dir).items():
+        if "fontawesome.js" in html:
+            problems.append(f"{path}: loads fontawesome.js")
+        left = re.findall(r'<i class="fa[^"]*"', html)
+        if left:
+            problems.append(f"{path}: icons left for the script: {left[:3]}")
+        if html.count('<svg class="svg-inline--fa') < 5:
+            problems.append(f"{path}: the header's icons are missing")
+        if "sphinx-thebe" in html or "THEBE_JS_URL" in html:
+            problems.append(f"{path}: loads sphinx-thebe (the site has no Thebe button)")
+    assert not (site_dir / "_static" / "scripts" / "fontawesome.js").exists()
+    assert not (site_dir / "_static" / "course-assets" / "jupyter-widgets").exists(), (
+        "the widget manager is shipped though no page shows a widget"
+    )
     assert not problems, "\n".join(problems)
 
 

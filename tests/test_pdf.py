@@ -324,3 +324,138 @@ def test_the_site_links_the_pdf(built_book, built_pdf):
         assert hrefs, f"{page} does not link the PDF"
         for href in hrefs:
             assert ((html / page).parent / href).resolve() == copy.resolve()
+
+
+# --------------------------------------------------------------------------- issue 29
+def _bookmarks(path: Path) -> list[tuple[int, str, int]]:
+    """The outline as ``(depth, title, page)`` in order."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(path))
+    out: list[tuple[int, str, int]] = []
+
+    def walk(items, depth):
+        for item in items:
+            if isinstance(item, list):
+                walk(item, depth + 1)
+            else:
+                out.append((depth, item.title, reader.get_destination_page_number(item) + 1))
+
+    walk(reader.outline, 0)
+    return out
+
+
+@pytest.mark.slow
+def test_every_bookmark_lands_in_its_own_chapter(built_pdf, report):
+    """A section's bookmark points between its chapter's first page and the next chapter's.
+    (The single page repeats ids such as "recap" in every chapter; the printed book renames
+    the repeats, or every "Recap" bookmark landed in Chapter 1.)"""
+    marks = _bookmarks(built_pdf)
+    assert len(marks) > 150 and report["ids_renamed"] > 0
+    tops = [(i, page) for i, (depth, _, page) in enumerate(marks) if depth == 0]
+    wrong = []
+    for k, (i, start) in enumerate(tops):
+        end = tops[k + 1][1] if k + 1 < len(tops) else 10**9
+        j = i + 1
+        while j < len(marks) and marks[j][0] > 0:
+            depth, title, page = marks[j]
+            if not start <= page <= end:
+                wrong.append(f"{marks[i][1]} > {title}: page {page}, not in {start}-{end}")
+            j += 1
+    assert not wrong, f"{len(wrong)} bookmarks outside their chapter:\n" + "\n".join(wrong[:10])
+    # the repeated sections each have their own page
+    recaps = [page for _, title, page in marks if title.endswith("Recap")]
+    assert len(recaps) >= 10 and len(set(recaps)) == len(recaps), recaps
+
+
+@pytest.mark.slow
+def test_bookmark_titles_keep_their_math(built_pdf):
+    """A heading with math reads, in its bookmark, as course_search's plain text of it
+    ("Why divide by √(d_k)?"), not as MathJax's text, which loses the root sign."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from course_search import math_text
+    finally:
+        sys.path.pop(0)
+    # the sections' titles without their numbers ("4.3. ")
+    titles = [re.sub(r"^[\d.]+\s+", "", t) for d, t, _ in _bookmarks(built_pdf) if d > 0]
+    checked, wrong = 0, []
+    for md in _pages():
+        for heading in re.findall(r"^## (.*\$.+)$", md.read_text(encoding="utf-8"), re.M):
+            before = heading.split("$", 1)[0].strip()
+            after = heading.rsplit("$", 1)[1].strip()
+            found = [t for t in titles if t.startswith(before) and t.endswith(after)]
+            checked += 1
+            math = [math_text(m) for m in re.findall(r"\$([^$]+)\$", heading)]
+            if not any(all(m in t for m in math) for t in found):
+                wrong.append((heading, math, found))
+    assert checked >= 1, "no section heading with math in the chapters"
+    assert not wrong, wrong
+
+
+# Characters the chapters print that DejaVu and Liberation (Chromium's default fonts here)
+# lack: emoji and CJK (Chapter 9's tokenizer examples).
+WIDE = re.compile("[\u2e80-\u9fff\uac00-\ud7af\U0001f000-\U0001faff]")
+
+
+@pytest.mark.slow
+def test_no_character_prints_as_an_empty_box(built_pdf, report):
+    """Every character of the book has a font that draws it: the tool's check in the page
+    (``pdf_static/glyphs.js``) found none missing, and in the PDF each emoji or CJK character
+    is drawn by an embedded font that is not one of the default fonts (which have no such
+    glyph: Chromium would draw their empty box)."""
+    from pypdf import PdfReader
+
+    assert report["missing_glyphs"] == [], (
+        f"no font for {report['missing_glyphs']}: {tool.FONTS_HINT}"
+    )
+    reader = PdfReader(str(built_pdf))
+    seen, wrong = set(), []
+    for number, page in enumerate(reader.pages, 1):
+
+        def visit(text, cm, tm, font, size, number=number):
+            for ch in WIDE.findall(text or ""):
+                seen.add(ch)
+                name = str((font or {}).get("/BaseFont", ""))
+                drawn = font is not None and (
+                    "/CharProcs" in font
+                    or any(
+                        k in (font.get("/FontDescriptor") or {})
+                        for k in ("/FontFile", "/FontFile2", "/FontFile3")
+                    )
+                    or "/DescendantFonts" in font
+                )
+                if not drawn or "DejaVu" in name or "Liberation" in name:
+                    wrong.append(f"page {number}: {ch!r} in {name or 'no font'}")
+
+        page.extract_text(visitor_text=visit)
+    assert seen, "expected emoji or CJK characters in the book (Chapter 9)"
+    assert not wrong, "\n".join(sorted(set(wrong))[:20])
+
+
+@pytest.mark.slow
+def test_code_lines_as_wide_as_the_code_box_print_whole(report):
+    """The print stylesheet's code font fits a line of 88 characters (the site's code box,
+    tests/test_code_style.py) in the printed column: only longer lines wrap (an output's)."""
+    short = [w for w in report["wrapped_code"] if w["length"] <= 88]
+    assert not short, f"{len(short)} code lines of <= 88 characters wrap: {short[:5]}"
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_glyph_check_finds_a_character_no_font_has(browser):
+    """``pdf_static/glyphs.js`` reports a character no installed font draws (an Egyptian
+    hieroglyph) and not the emoji and CJK characters the Noto fonts draw."""
+    page = browser.new_page()
+    try:
+        page.set_content(
+            '<article class="bd-article"><p>caf\u00e9 \u4eac \U0001f389 \U00013000</p></article>'
+        )
+        missing = page.evaluate(tool.static_text(tool.GLYPHS_JS))
+    finally:
+        page.close()
+    assert "\U00013000" in missing
+    if not tool.missing_fonts():
+        assert missing == ["\U00013000"], missing

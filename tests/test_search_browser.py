@@ -50,8 +50,9 @@ def open_search(browser, base_url):
         context.route("**/*", route)
         page = context.new_page()
         page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
-        page.goto(f"{base_url}search.html?q={query}", wait_until="load")
+        page.goto(f"{base_url}search.html?q={query}", wait_until="load", timeout=120_000)
         page.wait_for_function(FINISHED, timeout=60_000)
+        search.last_page = page
         return page.evaluate(SUMMARIES), problems
 
     yield search
@@ -101,3 +102,47 @@ def test_summaries_show_text_not_tex(query, open_search):
     ]
     assert not missing, f"{query!r} missing from the summaries of {missing[:5]}"
     assert not problems, f"search page: {problems}"
+
+
+# What a code cell leaves in a summary: an import, a print, a definition, an assignment to _.
+CODE = re.compile(r"\bimport \w+|\bprint\(|\bdef \w+\(|\b_ = |\bglue\(|code cell content")
+CODE_SELECTOR = "div.cell_input, div.cell_output, div.highlight, pre, details.hide > summary"
+LINKED_SUMMARIES = """() => [...document.querySelectorAll("#search-results li")].map((li) => ({
+  href: (li.querySelector("a") || {href: ""}).href,
+  summary: (li.querySelector("p.context") || {textContent: ""}).textContent,
+}))"""
+
+
+def _prose(path) -> str:
+    """A page's text without its code cells, outputs and code blocks."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    main = soup.select_one('[role="main"]') or soup
+    for tag in main.select(CODE_SELECTOR):
+        tag.decompose()
+    return " ".join(main.get_text(" ").split()).lower()
+
+
+@pytest.mark.parametrize("query", ["torch", "model", "loss"])
+def test_summaries_are_prose_where_the_prose_has_the_word(query, open_search, site_dir):
+    """Words that code cells use often: where a page's prose has the word, its summary is cut
+    from the prose (code cells, outputs and code blocks left out), never a line of code."""
+    import urllib.parse
+
+    open_search(query)  # the search, its summaries
+    page = open_search.last_page
+    results = page.evaluate(LINKED_SUMMARIES)
+    checked, code = 0, []
+    for r in results:
+        if not r["summary"].strip():
+            continue
+        rel = urllib.parse.urlsplit(r["href"]).path.lstrip("/")
+        source = site_dir / rel
+        if not source.is_file() or query not in _prose(source):
+            continue
+        checked += 1
+        if CODE.search(r["summary"]):
+            code.append((rel, r["summary"][:160]))
+    assert checked >= 3, f"{query!r}: too few pages with it in the prose: {len(results)} results"
+    assert not code, f"{query!r}: code in {len(code)} summaries, e.g. {code[:3]}"

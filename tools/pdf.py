@@ -50,6 +50,10 @@ TITLE = "Understanding Transformers"
 MARGIN = {"top": "16mm", "bottom": "18mm", "left": "16mm", "right": "16mm"}
 COLUMN_PX = round((210 - 2 * 16) / 25.4 * 96)
 INSTALL_HINT = "apt-get install -y chromium"
+# Emoji and Chinese/Japanese characters in the chapters (🎉, 京): without these fonts Chromium
+# prints each as an empty box.
+FONTS = {"Noto Color Emoji": "fonts-noto-color-emoji", "Noto Sans CJK": "fonts-noto-cjk"}
+FONTS_HINT = "apt-get install -y " + " ".join(FONTS.values())
 
 
 def start_page(singlehtml: Path) -> str:
@@ -146,11 +150,12 @@ def add_outline(path: Path, tree: list[tuple]) -> None:
 # book), overflow.js finds what is wider than the printed column, number-toc.js numbers the
 # contents.
 STATIC = Path(__file__).resolve().parent / "pdf_static"
-PREPARE_JS, BOOK_CSS, OVERFLOW_JS, NUMBER_TOC_JS = (
+PREPARE_JS, BOOK_CSS, OVERFLOW_JS, NUMBER_TOC_JS, GLYPHS_JS = (
     "prepare.js",
     "book.css",
     "overflow.js",
     "number-toc.js",
+    "glyphs.js",
 )
 
 
@@ -209,6 +214,24 @@ def overflowing(page) -> list[str]:
     return page.evaluate(static_text(OVERFLOW_JS))
 
 
+def missing_glyphs(page) -> list[str]:
+    """Characters of the book that no installed font draws (printed as empty boxes)."""
+    return page.evaluate(static_text(GLYPHS_JS))
+
+
+def missing_fonts() -> list[str]:
+    """The Debian packages of ``FONTS`` that fontconfig does not find (``[]`` where fontconfig
+    itself is missing: the glyph check in the page still runs)."""
+    import shutil
+
+    if shutil.which("fc-list") is None:
+        return []
+    listed = subprocess.run(
+        ["fc-list", ":", "family"], capture_output=True, text=True, check=False
+    ).stdout
+    return [pkg for family, pkg in FONTS.items() if family not in listed]
+
+
 def print_pdf(page, path: Path, title: str) -> None:
     page.pdf(
         path=str(path),
@@ -256,6 +279,12 @@ def make_pdf(build: Path, out: Path, *, log=print) -> dict:
             wide = overflowing(page)
             for w in wide:
                 log(f"tools.pdf: wider than the page: {w}")
+            glyphs = missing_glyphs(page)
+            if glyphs:
+                log(
+                    f"tools.pdf: no installed font draws {' '.join(glyphs)}: they print as "
+                    f"empty boxes ({FONTS_HINT})"
+                )
             # Printed twice: the first print says on which page each part starts (its named
             # destinations), the second has those numbers in the table of contents.
             print_pdf(page, out, meta["title"])
@@ -276,6 +305,9 @@ def make_pdf(build: Path, out: Path, *, log=print) -> dict:
         "explorers": info["explorers"],
         "explorers_not_drawn": info["notReady"],
         "scaled_to_fit": info["scaled"],
+        "ids_renamed": info["renamed"],
+        "missing_glyphs": glyphs,
+        "wrapped_code": info["wrapped"],
         "contents": [[e["text"], pages.get(e["id"])] for e in entries],
     }
     # What the tests read besides the PDF (tests/test_pdf.py).
@@ -326,6 +358,13 @@ def main(argv: list[str] | None = None) -> int:
             print("tools.pdf: the single-page build failed (above)", file=sys.stderr)
             return rc
         print(f"tools.pdf: single-page build {time.perf_counter() - t0:.0f} s")
+    fonts = missing_fonts()
+    if fonts:
+        print(
+            f"tools.pdf: fonts missing ({', '.join(fonts)}): emoji and CJK characters will "
+            f"print as empty boxes; install them with `{FONTS_HINT}`",
+            file=sys.stderr,
+        )
     out = build / "pdf" / PDF_NAME
     r = make_pdf(build, out)
     print(f"tools.pdf: {out} ({r['pages']} pages, {r['mb']} MB, printed in {r['seconds']} s)")

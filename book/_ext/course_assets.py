@@ -9,7 +9,9 @@ and ``npm ci`` (run by ``./course setup``) puts them in ``node_modules/``. This 
   ``_static/course-assets/...`` (relative paths, so every page loads them from the site,
   whatever its depth);
 - copies exactly those files into the HTML output when the build finishes, with the site's glue
-  between MathJax and the widget manager (``assets_static/course-widgets-config.js``).
+  between MathJax and the widget manager (``assets_static/course-widgets-config.js``); the
+  widget manager only when a page shows a live widget (none does now: the explorers are
+  Vega-Lite, ``course_vega.py``).
 
 They are deliberately not in a ``_static/`` source folder: Jupyter Book adds every ``.js`` file
 found there to every page.
@@ -89,19 +91,39 @@ def _sources_or_empty(node_modules: Path) -> list[tuple[Path, str]]:
         return [(Path(exc.filename or node_modules), "")]
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def shows_widgets(outdir: Path) -> bool:
+    """Whether a page of the built site shows a live widget (course_site.py loads the
+    manager on those pages only)."""
+    return any(
+        WIDGET_VIEW in page.read_text(encoding="utf-8", errors="replace")
+        for page in outdir.rglob("*.html")
+        if page.relative_to(outdir).parts[0] not in ("_static", "_downloads")
+    )
+
+
 def copy_assets(app, exception) -> None:
     if exception is not None or app.config.course_assets_cdn or app.builder.format != "html":
         return
     static = Path(app.outdir) / "_static"
+    widgets = shows_widgets(Path(app.outdir))
     copied = 0
     for src, rel in _sources(_node_modules(app)):
+        if not widgets and not rel.startswith(f"{VENDOR}/mathjax/"):
+            continue
         dest = static / rel
         if dest.is_file() and filecmp.cmp(src, dest, shallow=False):
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest)
         copied += 1
-    shutil.copyfile(WIDGET_CONFIG_JS, static / WIDGET_CONFIG)
+    if widgets:
+        shutil.copyfile(WIDGET_CONFIG_JS, static / WIDGET_CONFIG)
+    else:  # no page shows a live widget: the manager (6 MB with its fonts) is not shipped
+        for folder in ("jupyter-widgets", "requirejs"):
+            shutil.rmtree(static / VENDOR / folder, ignore_errors=True)
     logger.info(f"course_assets: {copied} offline asset file(s) copied to {static / VENDOR}")
 
 

@@ -33,9 +33,11 @@ inject every ``.js`` found there into every page).
 
 from __future__ import annotations
 
+import functools
 import html
 import posixpath
 import re
+import subprocess
 from functools import partial
 from pathlib import Path
 
@@ -70,6 +72,9 @@ def configure(app, config) -> None:
     # ("html" rebuild) rewrites every page when that changes.
     config.course_pdf = PDF if pdf_source(app).is_file() else ""
     options = config.html_theme_options
+    # "Suggest edit" under the repository button: the page's source on GitHub. (Jupyter Book
+    # always sets the option, from html.use_edit_page_button, default off: set here.)
+    options["use_edit_page_button"] = True
     if not options.get("extra_footer"):
         options["extra_footer"] = footer_html(
             options.get("repository_url", ""), options.get("repository_branch", "main")
@@ -96,6 +101,94 @@ def insert_after_first_paragraph(body: str, snippet: str) -> str:
         return snippet + body
     end += len("</p>")
     return body[:end] + "\n" + snippet + body[end:]
+
+
+# --------------------------------------------------------------------------- notebooks, citation
+NOTEBOOKS_ZIP = "understanding-transformers-notebooks.zip"
+ZIP_FOLDERS = {"notebooks": "chapters", "exercises": "exercises"}  # repository -> zip folder
+
+
+def zip_link(href: str) -> str:
+    return (
+        f'<p class="course-zip-link"><a href="{html.escape(href)}">Download all notebooks '
+        "(zip)</a>: every page as a Jupyter notebook, and the graded exercises.</p>"
+    )
+
+
+def notebook_files(root: Path) -> list[tuple[str, Path]]:
+    """What the notebooks' zip holds: ``(name in the zip, file)``, sorted: each page's reader
+    notebook (``notebooks/``) and the exercise notebooks with their README."""
+    files = []
+    for folder, inside in ZIP_FOLDERS.items():
+        base = root / folder
+        for f in sorted(base.rglob("*")) if base.is_dir() else []:
+            if ".ipynb_checkpoints" in f.parts or not f.is_file():
+                continue
+            if f.suffix == ".ipynb" or f.name == "README.md":
+                files.append((f"{inside}/{f.relative_to(base).as_posix()}", f))
+    return files
+
+
+def write_notebooks_zip(root: Path, out: Path) -> int:
+    """The notebooks' zip at ``out``, byte for byte the same for the same files (fixed dates
+    and order); returns how many files it holds."""
+    import zipfile
+
+    files = notebook_files(root)
+    top = Path(NOTEBOOKS_ZIP).stem  # the folder it unpacks to, whatever the file is called
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, f in files:
+            info = zipfile.ZipInfo(f"{top}/{name}", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, f.read_bytes())
+    return len(files)
+
+
+def zip_notebooks(app, exception) -> None:
+    if exception is None and app.builder.name == "html":
+        n = write_notebooks_zip(Path(app.srcdir), Path(app.outdir) / NOTEBOOKS_ZIP)
+        logger.info(f"course_site: {n} notebooks zipped into {NOTEBOOKS_ZIP}")
+
+
+def citation(root: Path) -> dict:
+    """``CITATION.cff`` (the repository's root) as a dict; {} when missing."""
+    import yaml
+
+    path = root / "CITATION.cff"
+    return yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def bibtex(cff: dict) -> str:
+    """A ``@misc`` BibTeX entry from ``CITATION.cff``'s fields."""
+    authors = " and ".join(
+        "{" + a["name"] + "}" if "name" in a else f"{a['family-names']}, {a['given-names']}"
+        for a in cff.get("authors", [])
+    )
+    year = str(cff.get("date-released", ""))[:4]
+    fields = [
+        ("title", "{" + cff["title"] + "}"),
+        ("author", authors),
+        ("year", year),
+        ("howpublished", "\\url{" + cff.get("url", "") + "}"),
+        ("note", "Code: " + cff.get("repository-code", "")),
+    ]
+    body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields if v)
+    key = re.sub(r"\W+", "", cff["title"].split()[-1].lower()) + year
+    return f"@misc{{{key},\n{body}\n}}"
+
+
+def cite_section(cff: dict) -> str:
+    """The landing page's "Cite this course" section."""
+    return (
+        '<section id="cite-this-course">\n<h2>Cite this course'
+        '<a class="headerlink" href="#cite-this-course" title="Link to this heading">#</a></h2>\n'
+        "<p>If this course helps your work or your teaching, please cite it (the repository's "
+        "<code>CITATION.cff</code> holds the same):</p>\n"
+        '<div class="highlight-bibtex notranslate"><div class="highlight"><pre>'
+        + html.escape(bibtex(cff))
+        + "</pre></div></div>\n</section>\n"
+    )
 
 
 def copy_pdf(app, exception) -> None:
@@ -166,7 +259,9 @@ def _ancestors(node):
         node = node.parent
 
 
-def meta_tags(title: str, site: str, description: str) -> str:
+def meta_tags(title: str, site: str, description: str, url: str = "", image: str = "") -> str:
+    """The page's description and social-preview tags; ``url`` (the page's published address)
+    and ``image`` (the site's card) where the site's base URL is known."""
     e = html.escape
     page_title = f"{title} — {site}" if title and title != site else site
     tags = [
@@ -175,10 +270,20 @@ def meta_tags(title: str, site: str, description: str) -> str:
         ("property", "og:site_name", site),
         ("property", "og:title", page_title),
         ("property", "og:description", description),
-        ("name", "twitter:card", "summary"),
+        ("name", "twitter:card", "summary_large_image" if image else "summary"),
         ("name", "twitter:title", page_title),
         ("name", "twitter:description", description),
     ]
+    if url:
+        tags.append(("property", "og:url", url))
+    if image:
+        tags += [
+            ("property", "og:image", image),
+            ("property", "og:image:width", str(CARD_SIZE[0])),
+            ("property", "og:image:height", str(CARD_SIZE[1])),
+            ("property", "og:image:alt", site),
+            ("name", "twitter:image", image),
+        ]
     return "".join(
         f'<meta {attr}="{e(key)}" content="{e(value, quote=True)}" />\n'
         for attr, key, value in tags
@@ -291,6 +396,15 @@ def trim_scripts(app, pagename, context) -> None:
                 name.endswith(k) or k.endswith(name) for k in widget_js if name
             ) or "widget-state+json" in str(getattr(js, "attributes", {})):
                 drop.add(id(js))
+    # sphinx-thebe (Jupyter Book adds it to every page): the site shows no Thebe button
+    # (launch_buttons.thebe is off), so its loader and settings would only cost a request.
+    for js in scripts:
+        name, text = _script_name(js), _script_body(js)
+        if name.split("?")[0].endswith("sphinx-thebe.js") or "THEBE_JS_URL" in text:
+            drop.add(id(js))
+    css = context.get("css_files")
+    if isinstance(css, list):
+        css[:] = [c for c in css if not _script_name(c).split("?")[0].endswith("sphinx-thebe.css")]
     if drop:
         scripts[:] = [js for js in scripts if id(js) not in drop]
 
@@ -352,6 +466,161 @@ def singlehtml_handlers(app) -> None:
         single.setdefault(name, pair)
 
 
+# --------------------------------------------------------------------------- numbering
+def number_per_page(app, env) -> list[str]:
+    """Equations, figures and tables of a page outside the numbered chapters (the landing page,
+    "The complete picture", "Where next") count from 1 on that page. (Sphinx keeps one counter
+    for all pages without a section number: "Where next"'s only equation was "(10)".)"""
+    changed = []
+    for docname, kinds in (getattr(env, "toc_fignumbers", None) or {}).items():
+        if env.toc_secnumbers.get(docname):
+            continue  # a numbered chapter: "(4.2)"
+        for kind, numbers in kinds.items():
+            ordered = sorted(numbers, key=lambda k: numbers[k])
+            fresh = {k: (i + 1,) for i, k in enumerate(ordered)}
+            if fresh != numbers:
+                kinds[kind] = fresh
+                changed.append(docname)
+    return sorted(set(changed))
+
+
+# --------------------------------------------------------------------------- last updated
+@functools.lru_cache(maxsize=None)
+def _git_date(root: str, path: str) -> str:
+    """The date (YYYY-MM-DD) of the last commit that changed ``path``, or ""."""
+    try:
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%cs", "--", path],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def last_updated(app, pagename: str) -> str:
+    """When the page's source last changed, from git: the date of the commit, not of the build,
+    so two builds of one commit are identical (a clean test build included). "" where the
+    page has no source or the sources are not a git checkout."""
+    try:
+        source = Path(app.env.doc2path(pagename))
+    except Exception:  # noqa: BLE001 - generated pages (search, genindex) have no source
+        return ""
+    if not source.is_file():
+        return ""
+    date = _git_date(str(Path(app.srcdir)), str(source))
+    return f"{date}" if date else ""
+
+
+# --------------------------------------------------------------------------- after the build
+_VIEWPORT = re.compile(r'<meta name="viewport"[^>]*>\s*')
+CARD = "course-card.png"
+CARD_SIZE = (1200, 630)
+
+
+def single_viewport(page: str) -> str:
+    """One ``<meta name="viewport">`` (Sphinx's layout, a template of Jupyter Book's and
+    pydata-sphinx-theme each write one): the first is kept."""
+    seen = []
+
+    def repl(m):
+        seen.append(m)
+        return m.group(0) if len(seen) == 1 else ""
+
+    return _VIEWPORT.sub(repl, page)
+
+
+def landing_redirect(target: str, title: str, description: str, canonical: str = "") -> str:
+    """The site's ``index.html``: the redirect to the landing page Sphinx writes, as a page
+    with a title, a description and a link (for readers, crawlers and link previews)."""
+    e = html.escape
+    link = f'<link rel="canonical" href="{e(canonical)}" />\n' if canonical else ""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\" />\n"
+        f"<title>{e(title)}</title>\n"
+        f'<meta name="description" content="{e(description, quote=True)}" />\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1" />\n{link}'
+        f'<meta http-equiv="Refresh" content="0; url={e(target)}" />\n</head>\n'
+        f'<body><p><a href="{e(target)}">{e(title)}</a></p></body>\n</html>\n'
+    )
+
+
+_BARE_REDIRECT = re.compile(r'^\s*<meta http-equiv="Refresh" content="0; url=([^"]+)"\s*/>\s*$')
+
+
+def write_card(path: Path, title: str, subtitle: str) -> None:
+    """The site's social-preview card (1200×630 PNG): the title and the course's description
+    beside the favicon's causal-attention triangle. Drawn by matplotlib, with no date or
+    version in the file, so a build writes the same bytes."""
+    import textwrap
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    w, h = CARD_SIZE
+    fig = plt.figure(figsize=(w / 100, h / 100), dpi=100)
+    fig.patch.set_facecolor("#ffffff")
+    ax = fig.add_axes((0.06, 0.2, 0.3, 0.6))
+    n = 6
+    for i in range(n):
+        for j in range(i + 1):
+            ax.add_patch(
+                plt.Rectangle(
+                    (j, n - 1 - i), 0.9, 0.9, color="#2f6f9f", alpha=0.35 + 0.65 * (j + 1) / (i + 1)
+                )
+            )
+    ax.set_xlim(0, n)
+    ax.set_ylim(0, n)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    fig.text(0.42, 0.62, title, fontsize=44, weight="bold", color="#1a1a1a", va="center")
+    fig.text(
+        0.42,
+        0.42,
+        "\n".join(textwrap.wrap(subtitle, 48)),
+        fontsize=20,
+        color="#333333",
+        va="center",
+        linespacing=1.4,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def finish_pages(app, exception) -> None:
+    """After an HTML build: one viewport tag per page, ``index.html`` a titled page, the
+    social-preview card."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    for page in out.rglob("*.html"):
+        if page.relative_to(out).parts[0] in ("_static", "_downloads"):
+            continue
+        text = page.read_text(encoding="utf-8")
+        fixed = single_viewport(text)
+        if fixed != text:
+            page.write_text(fixed, encoding="utf-8")
+    index = out / "index.html"
+    site = app.config.html_title or app.config.project
+    if index.is_file():
+        m = _BARE_REDIRECT.match(index.read_text(encoding="utf-8"))
+        if m:
+            base = str(getattr(app.config, "html_baseurl", "") or "")
+            canonical = base.rstrip("/") + "/" + m.group(1) if base else ""
+            index.write_text(
+                landing_redirect(m.group(1), site, DESCRIPTION, canonical), encoding="utf-8"
+            )
+    if app.builder.name == "html":
+        write_card(out / "_static" / CARD, site, DESCRIPTION)
+
+
 # --------------------------------------------------------------------------- the hook
 def page_context(app, pagename, templatename, context, doctree) -> None:
     if "body" in context and isinstance(context["body"], str):
@@ -361,13 +630,33 @@ def page_context(app, pagename, templatename, context, doctree) -> None:
     site = app.config.html_title or app.config.project
     title = re.sub(r"<[^>]+>", "", str(context.get("title", "")))
     description = page_description(doctree)
-    context["metatags"] = str(context.get("metatags", "")) + meta_tags(title, site, description)
+    base = str(getattr(app.config, "html_baseurl", "") or "")
+    url = image = ""
+    if base and app.builder.name == "html":
+        base = base.rstrip("/") + "/"
+        url = base + ("" if pagename == "index" else pagename + ".html")
+        image = base + "_static/" + CARD
+    context["metatags"] = str(context.get("metatags", "")) + meta_tags(
+        title, site, description, url, image
+    )
+    updated = last_updated(app, pagename)
+    if updated:
+        context["last_updated"] = updated
     trim_scripts(app, pagename, context)
-    if app.config.course_pdf and app.builder.name == "html" and callable(context.get("pathto")):
-        link = pdf_link(context["pathto"](PDF, 1))
-        context["theme_extra_footer"] = link + str(context.get("theme_extra_footer") or "")
-        if pagename == app.config.root_doc and isinstance(context.get("body"), str):
-            context["body"] = insert_after_first_paragraph(context["body"], link)
+    if app.builder.name != "html" or not callable(context.get("pathto")):
+        return
+    links = zip_link(context["pathto"](NOTEBOOKS_ZIP, 1))
+    if app.config.course_pdf:
+        links = pdf_link(context["pathto"](PDF, 1)) + links
+    context["theme_extra_footer"] = links + str(context.get("theme_extra_footer") or "")
+    if pagename == app.config.root_doc and isinstance(context.get("body"), str):
+        body = insert_after_first_paragraph(context["body"], links)
+        cff = citation(Path(app.srcdir))
+        if cff:
+            end = body.rfind("</section>")
+            section = cite_section(cff)
+            body = body[:end] + section + body[end:] if end >= 0 else body + section
+        context["body"] = body
 
 
 def setup(app):
@@ -380,4 +669,7 @@ def setup(app):
     app.connect("build-finished", relink_downloads)
     app.connect("builder-inited", singlehtml_handlers)
     app.connect("build-finished", copy_pdf)
+    app.connect("build-finished", zip_notebooks)
+    app.connect("build-finished", finish_pages, priority=800)  # after the index redirect
+    app.connect("env-get-updated", number_per_page, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

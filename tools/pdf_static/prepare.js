@@ -56,15 +56,42 @@ async ({title, subtitle, byline, note}) => {
     rename(h, 'h' + Math.min(6, depth + 1));
   });
 
-  // 7. Each page of the book starts a new sheet; the table of contents lists them.
+  // 7. Ids unique across the book: every chapter has its "recap", "exercises", ... and the
+  //    single page keeps them all, so a link (and the PDF's named destination, and with it the
+  //    bookmark) to a later chapter's "recap" would land on the first one. A repeated id gets
+  //    its page's id in front, and the links inside that page follow it.
+  const seen = new Set();
+  const owner = el => el.closest('section.course-pdf-doc') || top;
+  docs.forEach(sec => sec.classList.add('course-pdf-doc'));
+  let renamed = 0;
+  article.querySelectorAll('[id]').forEach(el => {
+    const id = el.id;
+    if (!seen.has(id)) { seen.add(id); return; }
+    const doc = owner(el);
+    let fresh = (doc.id || 'page') + '--' + id;
+    for (let k = 2; seen.has(fresh); k++) fresh = (doc.id || 'page') + '--' + id + '-' + k;
+    seen.add(fresh);
+    el.id = fresh;
+    doc.querySelectorAll('a[href="#' + CSS.escape(id) + '"]').forEach(a => {
+      if (owner(a) === doc) a.setAttribute('href', '#' + fresh);
+    });
+    renamed++;
+  });
+
+  // 8. Each page of the book starts a new sheet; the table of contents lists them. A
+  //    heading's text for the outline: its math as plain text (course_search.py writes that
+  //    reading into each math element's data-course-text; MathJax's own text loses the
+  //    symbols it draws, such as the root sign).
   const text = h => {
     const c = h.cloneNode(true);
     c.querySelectorAll('.headerlink').forEach(x => x.remove());
-    return c.textContent.trim();
+    c.querySelectorAll('[data-course-text]').forEach(m => {
+      m.replaceWith(document.createTextNode(m.getAttribute('data-course-text')));
+    });
+    return c.textContent.replace(/\s+/g, ' ').trim();
   };
   const entries = [];
   docs.forEach(sec => {
-    sec.classList.add('course-pdf-doc');
     const h = sec.querySelector(':scope > h1');
     if (!h) return;
     const nested = sec.parentElement.closest('section.course-pdf-doc') ? 1 : 0;
@@ -104,7 +131,7 @@ async ({title, subtitle, byline, note}) => {
   article.prepend(cover, toc);
   document.documentElement.classList.add('course-pdf');
 
-  // 8. Display equations and tables wider than the column shrink to fit it (code wraps, by
+  // 9. Display equations and tables wider than the column shrink to fit it (code wraps, by
   //    the print stylesheet).
   await sleep(50);
   let scaled = 0;
@@ -119,5 +146,36 @@ async ({title, subtitle, byline, note}) => {
         scaled++;
       }
     });
-  return {explorers: explorers.length, notReady, docs: docs.length, scaled, entries};
+
+  // 10. Lines of code that the column wraps (tests/test_pdf.py: a line as wide as the site's
+  //     code box fits whole): each source line with the heights its pieces are drawn at.
+  await sleep(50);
+  const wrapped = [];
+  article.querySelectorAll('div.highlight pre').forEach(pre => {
+    const lines = [];  // per source line: the set of rounded tops
+    let line = 0;
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const parts = n.data.split('\n');
+      let offset = 0;
+      parts.forEach((part, i) => {
+        if (i > 0) line++;
+        if (part.length) {
+          const r = document.createRange();
+          r.setStart(n, offset);
+          r.setEnd(n, offset + part.length);
+          for (const rect of r.getClientRects()) {
+            if (rect.width > 0) (lines[line] = lines[line] || new Set()).add(Math.round(rect.top));
+          }
+        }
+        offset += part.length + 1;
+      });
+    }
+    const source = pre.textContent.split('\n');
+    lines.forEach((tops, i) => {
+      if (tops && tops.size > 1) wrapped.push({length: source[i].length, line: source[i]});
+    });
+  });
+  return {explorers: explorers.length, notReady, docs: docs.length, scaled, renamed, wrapped,
+          entries};
 }

@@ -1,0 +1,106 @@
+"""The site's head and icons at build time (``book/_ext/course_icons.py``,
+``book/_ext/course_site.py``): fast tests of the rewrites; the built site in
+tests/test_browser.py (``test_icons_are_inline_svg``, ``test_every_page_has_head_and_licence``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import types
+
+from tools import ROOT
+from tools import pdf as pdf_tool
+
+
+def _ext(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_t", ROOT / "book/_ext" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+icons = _ext("course_icons")
+site = _ext("course_site")
+
+# Three packs as fontawesome.js holds them: a name, a quoted name with an alias, the loader.
+FAKE = (
+    'var p={github:[496,512,[],"f09b","M1 1Z"]};d("fab",p)'
+    'var p={"bars":[448,512,["navicon"],"f0c9","M2 2Z"],"file-pdf":[384,512,[],"f1c1","M3 3Z"]};'
+    'd("fas",p)'
+    'var p={"file-pdf":[384,512,[],"f1c1","M4 4Z"]};d("far",p)'
+)
+
+
+def test_icons_are_read_per_pack_with_their_aliases():
+    got = icons.parse_icons(FAKE)
+    assert got[("fab", "github")] == (496, 512, "M1 1Z")
+    assert got[("fas", "bars")] == got[("fas", "navicon")] == (448, 512, "M2 2Z")
+    assert got[("fas", "file-pdf")][2] == "M3 3Z" and got[("far", "file-pdf")][2] == "M4 4Z"
+
+
+def test_an_icon_becomes_inline_svg_and_the_script_goes():
+    page = (
+        '<script defer src="../_static/scripts/fontawesome.js?digest=1"></script>\n'
+        '<button><i class="fa-solid fa-bars"></i></button><i class="fab fa-github"></i>'
+        '<i class="far fa-file-pdf" aria-label="PDF"></i><i class="fa-solid fa-unknown"></i>'
+    )
+    out, unknown = icons.inline_icons(page, icons.parse_icons(FAKE))
+    assert "fontawesome.js" not in out
+    assert '<svg class="svg-inline--fa fa-solid fa-bars" aria-hidden="true"' in out
+    assert 'viewBox="0 0 448 512"><path fill="currentColor" d="M2 2Z">' in out
+    assert 'viewBox="0 0 496 512"' in out  # the brands pack for "fab"
+    assert 'role="img" aria-label="PDF"' in out and 'd="M4 4Z"' in out  # "far": regular
+    assert unknown == {"fa-solid fa-unknown"} and '<i class="fa-solid fa-unknown">' in out
+
+
+def test_the_installed_theme_has_every_icon_the_site_uses():
+    have = icons.theme_icons()
+    for name in ("bars", "list", "magnifying-glass", "angle-left", "arrow-up", "download"):
+        assert ("fas", name) in have, name
+    assert ("fab", "github") in have and ("fas", "pencil-alt") in have
+
+
+def test_one_viewport_tag_is_kept():
+    head = (
+        '<meta name="viewport" content="width=device-width, initial-scale=1.0" />'
+        '<meta name="viewport" content="width=device-width, initial-scale=1" />\n<title>x</title>'
+        '  <meta name="viewport" content="width=device-width, initial-scale=1"/>\n'
+    )
+    out = site.single_viewport(head)
+    assert out.count('name="viewport"') == 1 and "<title>x</title>" in out
+
+
+def test_the_index_page_has_a_title_and_still_redirects(tmp_path):
+    page = site.landing_redirect(
+        "book/intro.html", "A & B", "About it.", "https://x/book/intro.html"
+    )
+    assert "<title>A &amp; B</title>" in page and 'rel="canonical"' in page
+    (tmp_path / "index.html").write_text(page)
+    assert pdf_tool.start_page(tmp_path) == "book/intro.html"  # the PDF printer follows it
+    assert site._BARE_REDIRECT.match(
+        '<meta http-equiv="Refresh" content="0; url=book/intro.html" />\n'
+    )
+
+
+def test_unnumbered_pages_count_their_equations_from_one():
+    env = types.SimpleNamespace(
+        toc_secnumbers={"book/04": {"": (4,)}, "book/where_next": {}},
+        toc_fignumbers={
+            "book/04": {"displaymath": {"e1": (4, 1), "e2": (4, 2)}},
+            "book/complete": {"displaymath": {"a": (1,), "b": (2,)}},
+            "book/where_next": {"displaymath": {"c": (10,)}, "figure": {"f": (3,), "g": (2,)}},
+        },
+    )
+    changed = site.number_per_page(None, env)
+    assert changed == ["book/where_next"]
+    assert env.toc_fignumbers["book/where_next"]["displaymath"] == {"c": (1,)}
+    assert env.toc_fignumbers["book/where_next"]["figure"] == {"g": (1,), "f": (2,)}
+    assert env.toc_fignumbers["book/04"]["displaymath"]["e2"] == (4, 2)  # chapters untouched
+
+
+def test_meta_tags_add_the_url_and_the_card():
+    tags = site.meta_tags("4. Attention", "Course", "About.", "https://x/a.html", "https://x/c.png")
+    assert '<meta property="og:url" content="https://x/a.html" />' in tags
+    assert '<meta property="og:image" content="https://x/c.png" />' in tags
+    assert 'content="summary_large_image"' in tags
+    assert "og:url" not in site.meta_tags("T", "Course", "About.")
