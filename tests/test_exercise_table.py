@@ -21,7 +21,7 @@ def _solutions() -> dict[str, list[dict]]:
 
 def _table() -> dict[str, tuple[str, int, float]]:
     text = (ROOT / "exercises" / "README.md").read_text()
-    rows = re.findall(r"^\| `(\d\d_\w+)` \| (.*) \| (\d+) \| ([\d.]+) \|$", text, flags=re.M)
+    rows = re.findall(r"^\| `(\w+)` \| (.*) \| (\d+) \| ([\d.]+) \|$", text, flags=re.M)
     return {stem: (names, int(count), float(points)) for stem, names, count, points in rows}
 
 

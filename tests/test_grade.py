@@ -475,12 +475,9 @@ def test_stages_load_and_splice_alone(tmp_path):
     path = tmp_path / f"{STEM}.ipynb"
     nbformat.write(sub, path)
     job = load(path, solutions_dir=SOLUTIONS)
-    assert job.sol_path == SOLUTIONS / f"{STEM}.ipynb" and [e.name for e in job.spec.exercises] == [
-        SEQ,
-        PATH,
-        RNN,
-        ATT,
-    ]
+    assert job.sol_path == SOLUTIONS / f"{STEM}.ipynb" and [e.name for e in job.spec.exercises][
+        :4
+    ] == [SEQ, PATH, RNN, ATT]
     plan = splice(job)
     assert plan.rejected == {ATT}
     assert plan.answers[ATT] == plan.stubs[ATT] and plan.answers[SEQ] == [_answer_source(SEQ)]

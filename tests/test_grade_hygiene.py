@@ -39,6 +39,8 @@ from tools import ROOT
 from tools.exercises import SOLUTIONS, load_spec, make_submission
 
 STEM = "01_why_transformers"
+# full marks of the notebook the batches grade (its solution, read once)
+FULL = load_spec(nbformat.read(SOLUTIONS / f"{STEM}.ipynb", as_version=4), STEM).max_score
 SOL = SOLUTIONS / f"{STEM}.ipynb"
 SEQ = "sequential_steps"
 
@@ -397,16 +399,16 @@ def test_a_hostile_folder_is_graded_file_by_file(tmp_path):
     }
     score = {k: (r["status"], float(r["score"])) for k, r in rows.items()}
     assert score == {
-        f"alice/{STEM}.ipynb": ("graded", 8.0),
+        f"alice/{STEM}.ipynb": ("graded", FULL),
         f"alice__{STEM}.ipynb": ("graded", 0.0),
-        f"bob/{STEM}.ipynb": ("graded", 8.0),
+        f"bob/{STEM}.ipynb": ("graded", FULL),
         "deep.ipynb": ("unreadable", 0.0),
         f"huge_{STEM}.ipynb": ("unreadable", 0.0),
         f"link_bob_{STEM}.ipynb": ("unreadable", 0.0),
         f"link_solution_{STEM}.ipynb": ("unreadable", 0.0),
         f"mallory_{STEM}.ipynb": ("graded", 0.0),  # against the real solution, not itself
         f"truncated_{STEM}.ipynb": ("unreadable", 0.0),
-        f"\ufffdl\ufffdve_{STEM}.ipynb": ("graded", 8.0),
+        f"\ufffdl\ufffdve_{STEM}.ipynb": ("graded", FULL),
     }, score
     for k in ("link_bob", "link_solution"):
         assert "not a regular file" in rows[f"{k}_{STEM}.ipynb"]["error"]
@@ -475,7 +477,7 @@ def test_a_killed_batch_keeps_every_finished_report(tmp_path):
     rows = list(csv.DictReader(open(out / "gradebook.csv", encoding="utf-8")))
     assert [(r["submission"], r["status"], r["score"]) for r in rows] == [
         ("a/broken.ipynb", "unreadable", "0.0"),
-        (f"b_{STEM}.ipynb", "graded", "8.0"),
+        (f"b_{STEM}.ipynb", "graded", str(FULL)),
     ]
-    assert json.loads((out / f"b_{STEM}.grade.json").read_text())["score"] == 8.0
+    assert json.loads((out / f"b_{STEM}.grade.json").read_text())["score"] == FULL
     assert json.loads((out / "a~broken.grade.json").read_text())["status"] == "unreadable"

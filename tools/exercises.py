@@ -33,7 +33,7 @@ from course_lib.grading.spec import (
     stub_answer,
     wrong_answer_source,
 )
-from course_lib.grading.verdict import pass_lines
+from course_lib.grading.verdict import MEASURED, pass_lines
 
 from . import ROOT
 
@@ -91,6 +91,7 @@ def make_exercise(nb):
                         "role": "answer",
                         "exercise": m["exercise"],
                         "points": m.get("points", 1),
+                        **({"predict": True} if m.get("predict") is True else {}),
                     }
                 }
             else:
@@ -105,11 +106,12 @@ def make_exercise(nb):
     return ex
 
 
-def make_submission(sol, choose: dict | None = None):
+def make_submission(sol, choose: dict | None = None, ran_in_order: bool = True):
     """An exercise notebook as a student would save it, with chosen answers (for tests and for
     trying a grader change). ``choose`` maps an exercise name to ``"solution"``, an int (index of
     a known-wrong answer in the metadata), ``{"code": "..."}`` (the whole answer cell), or None
-    (the untouched stub, the default)."""
+    (the untouched stub, the default). ``ran_in_order``: the code cells carry execution counts
+    1, 2, ... in notebook order, as after Run All (outputs are not written)."""
     nb = make_exercise(sol)
     spec = load_spec(sol)
     sol_src = {meta(c)["exercise"]: c.source for c in sol.cells if role(c) == "answer"}
@@ -124,6 +126,9 @@ def make_submission(sol, choose: dict | None = None):
             cell.source = wrong_answer_source(sol_src[name], spec.exercise(name).wrong[ch])
         elif isinstance(ch, dict):
             cell.source = ch["code"]
+    if ran_in_order:  # as after Run All: the predict-then-run checks read this order
+        for n, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), 1):
+            cell.execution_count = n
     return nb
 
 
@@ -183,7 +188,8 @@ def validate(nb, stem: str) -> list[str]:
             text = "".join(
                 o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream"
             )
-            if text.splitlines() != pass_lines(names):
+            lines = [ln for ln in text.splitlines() if not ln.startswith(MEASURED)]
+            if lines != pass_lines(names):
                 problems.append(
                     f"{stem}: check cell {cell.id}: stored output is not exactly one [PASS] line "
                     "per check (re-execute)."
@@ -354,7 +360,9 @@ def text_cell(source: str, cid: str):
     return _cell("markdown", textwrap.dedent(source).strip("\n"), cid, {"role": "text"})
 
 
-def answer_cell(exercise: str, source: str, points: float, wrong: list[dict], forbid=()):
+def answer_cell(
+    exercise: str, source: str, points: float, wrong: list[dict], forbid=(), predict=False
+):
     src = (
         MARKER.format(name=exercise)
         + " your answer goes in this cell (add cells below it if you like).\n"
@@ -367,6 +375,8 @@ def answer_cell(exercise: str, source: str, points: float, wrong: list[dict], fo
         "forbid": list(forbid),
         "wrong": [{**w, "code": _dedent(w["code"])} for w in wrong],
     }
+    if predict:
+        course["predict"] = True
     return _cell("code", src, f"{slug(exercise)}-answer", course)
 
 

@@ -103,7 +103,8 @@ def serve(conn, plan: dict) -> None:
             by_cell = (
                 _outcomes_by_cell(msg.get("results"), cells_of.get(ex, set())) if judged else {}
             )
-            checks.begin_cell(cell["id"], by_cell.get(cell["id"], []))
+            facts = msg.get("facts") if judged and isinstance(msg.get("facts"), dict) else {}
+            checks.begin_cell(cell["id"], by_cell.get(cell["id"], []), facts.get(cell["id"]))
         try:
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
                 exec(compile(cell["source"], f"<{cell['role']} {cell['id']}>", "exec"), ns)  # noqa: S102 - trusted cells

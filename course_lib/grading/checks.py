@@ -38,14 +38,23 @@ from typing import Any, Callable
 import torch
 
 from . import guard, wire
-from .verdict import format_verdict
+from .verdict import CHANGED, MEASURED, format_verdict
 
-__all__ = ["check_close", "check_equal", "check_true", "check_raises", "randn", "randint"]
+__all__ = [
+    "check_close",
+    "check_equal",
+    "check_true",
+    "check_raises",
+    "check_prediction",
+    "randn",
+    "randint",
+]
 CHECK_FUNCS = (
     "check_close",
     "check_equal",
     "check_true",
     "check_raises",
+    "check_prediction",
 )  # the calls a check cell makes
 MODES = ("live", "student", "checker", "skip")
 
@@ -65,6 +74,10 @@ class _State:
         self.results: list[dict] = []
         self.outcomes: dict[tuple[str | None, int], dict] = {}
         self.verdicts: list[dict] = []
+        # predict, then run: what the grader read in the submission about this check cell
+        # (checker), and every prediction a measuring check has seen in this kernel (live)
+        self.facts: dict | None = None
+        self.seen: dict[tuple[str | None, str], list[float]] = {}
 
 
 _state = _State()
@@ -77,10 +90,15 @@ def set_mode(mode: str) -> None:
     _state.mode = mode
 
 
-def begin_cell(cell_id: str | None, outcomes: list[dict] | None = None) -> None:
+def begin_cell(
+    cell_id: str | None, outcomes: list[dict] | None = None, facts: dict | None = None
+) -> None:
     """Before a check cell runs in a grading process: its id, and (checker) the student's
-    outcomes for it, in the order its checks ran there."""
+    outcomes for it, in the order its checks ran there, and what the grader read about the cell
+    in the saved submission (``facts``: the execution counts of the prediction and of this
+    measuring cell, for ``check_prediction``)."""
     _state.cell, _state.index = cell_id, 0
+    _state.facts = facts if isinstance(facts, dict) else None
     if outcomes is not None:
         _state.outcomes = {(cell_id, i): o for i, o in enumerate(outcomes)}
 
@@ -431,6 +449,67 @@ def check_raises(
         )
 
     _check(name, hint, student, judge, expect_raise=True)
+
+
+def _prediction_order(facts: dict | None) -> str | None:
+    """Checker: None if the saved submission shows the prediction made before the measurement,
+    else why not. ``facts`` come from the grader's reading of the saved notebook
+    (``notebooks.prediction_facts``): ``answer`` and ``measure``, the execution counts of the
+    prediction cell and of this measuring cell, and ``changed``, whether this cell's saved output
+    says the prediction changed after a measurement in the student's kernel."""
+    facts = facts or {}
+    answer, measure = facts.get("answer"), facts.get("measure")
+    if type(answer) is not int or type(measure) is not int:
+        return (
+            "the saved notebook does not show your prediction cell run before this measuring "
+            "cell (no execution counts)"
+        )
+    if answer >= measure:
+        return "your prediction cell was run after this measuring cell (see their execution counts)"
+    if facts.get("changed") is True:
+        return "the saved output of this cell shows " + CHANGED
+    return None
+
+
+def check_prediction(
+    name: str,
+    student: Callable[[], Any],
+    measured: float,
+    *,
+    hint: str,
+    rtol: float = 0.05,
+) -> None:
+    """Predict, then run: PASS if ``student()`` (the prediction, a number written in its own
+    answer cell before this cell ran) is within ``rtol`` of ``measured`` (what this cell
+    measured), and the prediction came first. Live, the verdict is followed by the measured
+    value, and a prediction that changes after the measurement has run in the same kernel fails.
+    Graded, the checker also judges the order from the saved notebook: the prediction cell's
+    execution count must be below this cell's, and this cell's saved output must not show a
+    changed prediction (see ``exercises/README.md``, "Predict, then run")."""
+    measured = float(measured)
+    pct = f"{100 * rtol:g} %"
+
+    def judge(out: _Outcome) -> str | None:
+        if out.error:
+            return out.error
+        got = out.value
+        if isinstance(got, bool) or not isinstance(got, numbers.Real):
+            return f"returned {type(got).__name__}, expected a number (your prediction)"
+        got = float(got)
+        if _state.mode == "live":  # every prediction this measurement has seen in this kernel
+            seen = _state.seen.setdefault((_state.cell, name), [])
+            if got not in seen:
+                seen.append(got)
+            if len(seen) > 1:
+                return CHANGED + " (restart the kernel and run the notebook in order)"
+        if not abs(got - measured) <= rtol * abs(measured):
+            return f"your prediction is more than {pct} from the measured value"
+        return _prediction_order(_state.facts) if _state.mode == "checker" else None
+
+    _check(name, hint, student, judge)
+    if _state.mode == "live":  # a count as an integer, anything else to 4 significant digits
+        whole = measured.is_integer() and abs(measured) < 1e15
+        print(f"{MEASURED}{int(measured):,}" if whole else f"{MEASURED}{measured:.4g}")
 
 
 def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

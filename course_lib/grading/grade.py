@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -50,6 +50,7 @@ from .notebooks import (
     find_solution,
     find_solutions_dir,
     parse_notebook,
+    prediction_facts,
     read_notebook,
     read_submission,
     solution_stems,
@@ -105,6 +106,7 @@ class Plan:
     stubs: dict[str, list[str]]
     results: dict[str, ExerciseResult]
     notes: list[str]
+    facts: dict[str, dict[str, dict]] = field(default_factory=dict)  # predict, then run
 
     @property
     def rejected(self) -> set[str]:
@@ -147,7 +149,7 @@ def splice(job: Job) -> Plan:
         name = n.split(":")[0]
         if name in results:
             results[name].messages.append(n.split(": ", 1)[1])
-    return Plan(answers, stubs, results, notes)
+    return Plan(answers, stubs, results, notes, prediction_facts(job.sub, job.spec))
 
 
 def run(
@@ -174,6 +176,7 @@ def run(
             threads,
             sandbox,
             tmp,
+            facts=plan.facts,
         )
     finally:
         if keep:

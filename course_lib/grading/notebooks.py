@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 
 from .spec import MARKER, NotebookSpec
+from .verdict import CHANGED, parse_line
 
 __all__ = [
     "Unreadable",
@@ -415,3 +416,56 @@ def extract_answers(sub, spec: NotebookSpec, sol) -> tuple[dict[str, list[str]],
                 "markdown?)."
             )
     return answers, notes
+
+
+def _count(cell) -> int | None:
+    n = cell.get("execution_count") if isinstance(cell, dict) else None
+    return n if type(n) is int and 0 < n < 10**9 else None
+
+
+def _changed(cell, names: list[str]) -> bool:
+    """Whether a measuring cell's saved output holds a verdict saying the prediction changed."""
+    outputs = cell.get("outputs") if isinstance(cell, dict) else None
+    for out in outputs if isinstance(outputs, list) else []:
+        text = out.get("text", "") if isinstance(out, dict) else ""
+        text = "".join(text) if isinstance(text, list) else text
+        for line in text.splitlines() if isinstance(text, str) else []:
+            for name in names:
+                v = parse_line(line, name)
+                if v is not None and not v.passed and v.reason.startswith(CHANGED):
+                    return True
+    return False
+
+
+def prediction_facts(sub, spec: NotebookSpec) -> dict[str, dict[str, dict]]:
+    """Predict, then run: for each exercise whose answer is a prediction (``predict``), what the
+    saved submission shows about each of its measuring (check) cells: ``answer``, the execution
+    count of the prediction's answer cell (found by id or by its marker line; None when it was not
+    run), ``measure``, that check cell's execution count, and ``changed``, whether its saved output
+    says the prediction changed after a measurement. Read here, in the grader, from the file;
+    the checker judges them (``checks.check_prediction``); the student's process never sees
+    them."""
+    facts: dict[str, dict[str, dict]] = {}
+    cells = [c for c in sub.cells if c.get("cell_type") == "code"]
+    for ex in spec.exercises:
+        if not ex.predict:
+            continue
+        marker = MARKER.format(name=ex.name)
+        answer = next(
+            (
+                c
+                for c in cells
+                if c.get("id") == ex.answer_id
+                or normalise_source(c.get("source", "")).lstrip().startswith(marker)
+            ),
+            None,
+        )
+        names = [c.name for c in ex.checks]
+        for cid in ex.check_ids:
+            measure = next((c for c in cells if c.get("id") == cid), None)
+            facts.setdefault(ex.name, {})[cid] = {
+                "answer": _count(answer),
+                "measure": _count(measure),
+                "changed": measure is not None and _changed(measure, names),
+            }
+    return facts

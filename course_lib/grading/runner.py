@@ -292,10 +292,13 @@ def run_exercises(
     threads: int | None,
     sandbox: sandboxing.Sandbox | None,
     tmp: Path,
+    facts: dict[str, dict[str, dict]] | None = None,
 ) -> RunOutcome:
     """Grade every exercise not in ``skip`` (rejected: judged as not run). See the module
     docstring; a student process that dies as a whole is restarted for the exercises left.
-    ``tmp`` receives what was sent and received (``--keep`` copies it: debugging)."""
+    ``tmp`` receives what was sent and received (``--keep`` copies it: debugging). ``facts``:
+    what the grader read in the saved submission for the predict-then-run checks, by exercise
+    and check cell (``notebooks.prediction_facts``); they go to the checker only."""
     _t0 = time.monotonic()
     names = [ex.name for ex in spec.exercises]
     todo = [n for n in names if n not in skip]
@@ -310,7 +313,12 @@ def run_exercises(
                 return
             r = runs[n]
             checker.send(
-                {"exercise": n, "status": r.status, "results": getattr(r, "_results", None)}
+                {
+                    "exercise": n,
+                    "status": r.status,
+                    "results": getattr(r, "_results", None),
+                    "facts": (facts or {}).get(n, {}),
+                }
             )
             sent.append(n)
 

@@ -10,7 +10,9 @@ Each cell carries ``metadata["course"]`` with a ``role``:
   ``### END SOLUTION`` and is replaced by a ``NotImplementedError("TODO ...")`` stub;
   ``exercise``, ``points``, ``forbid`` (names the answer may not use: the lint checks its source,
   the check helpers refuse torch functions of those names at run time, see ``guard``) and ``wrong``
-  (known-wrong answers with the checks they must fail);
+  (known-wrong answers with the checks they must fail), and ``predict`` (true: the answer is a
+  prediction that its check cells measure with ``check_prediction``; the grader reads the
+  saved notebook's execution order for it);
 - ``check``: trusted code calling ``course_lib.grading.checks``; ``checks`` (name + hint of each
   check) is synced from the cell's source by the generator;
 - ``text``: markdown.
@@ -72,6 +74,7 @@ class Exercise:
     forbid: list[str]
     wrong: list[dict]
     prev_anchor: str | None  # id of the trusted code cell before the answer (None: none)
+    predict: bool = False  # predict, then run: the answer is a prediction its checks measure
 
 
 @dataclass
@@ -156,6 +159,7 @@ def load_spec(nb, stem: str | None = None) -> NotebookSpec:
                 list(m.get("forbid", [])),
                 list(m.get("wrong", [])),
                 last_trusted,
+                m.get("predict") is True,
             )
         elif r == "check":
             ex = exercises.get(m.get("exercise"))

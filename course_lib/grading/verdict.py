@@ -25,9 +25,16 @@ __all__ = [
     "parse_line",
     "read_verdict",
     "pass_lines",
+    "CHANGED",
+    "MEASURED",
 ]
 
 PASS, FAIL, HINT_SEP = "[PASS] ", "[FAIL] ", ". Hint: "
+# predict, then run (``checks.check_prediction``): the reason a live verdict gives when the
+# prediction changed after its measurement had run (the grader looks for it in the saved output),
+# and the note line under a measuring check's verdict (not a verdict line)
+CHANGED = "your prediction changed after this measurement had run"
+MEASURED = "    measured: "
 
 
 @dataclass(frozen=True)
