@@ -155,6 +155,16 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
 
 
+def items_to_resolve(p: float, gap: float, confidence: float = 0.95) -> int:
+    """How many items a test needs so that two accuracies ``gap`` apart (both near ``p``, as
+    fractions) have intervals that no longer overlap: each normal-approximation half-width
+    z * sqrt(p (1 - p) / n) must shrink to gap / 2."""
+    if not 0 < p < 1 or not 0 < gap < 1:
+        raise ValueError(f"p={p} and gap={gap} must be fractions strictly between 0 and 1")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    return math.ceil((2 * z / gap) ** 2 * p * (1 - p))
+
+
 def binomial_tail(k: int, n: int, p: float, upper: bool) -> float:
     """P(X >= k) (``upper``) or P(X <= k) for X ~ Binomial(n, p): the sum of the terms
     C(n, i) p^i (1-p)^(n-i), each computed through logarithms (no overflow for large n)."""

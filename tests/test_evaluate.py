@@ -14,6 +14,7 @@ from course_lib.evaluate import (
     binomial_tail,
     choice_scores,
     clopper_pearson_interval,
+    items_to_resolve,
     multiple_choice_accuracy,
     next_line_items,
     wilson_interval,
@@ -80,3 +81,21 @@ def test_multiple_choice_scorer_matches_per_choice_loop():
         assert s.item() == pytest.approx(want, abs=1e-4)
     right, n = multiple_choice_accuracy(model, tok, [item] * 3)
     assert n == 3 and right in (0, 3)
+
+
+def test_items_to_resolve_separates_the_wilson_intervals():
+    # at the returned size, two accuracies `gap` apart have (nearly) touching Wilson intervals;
+    # at a quarter of it they overlap by about one gap
+    p, gap = 0.33, 0.03
+    n = items_to_resolve(p, gap)
+    lo_hi = wilson_interval(round((p + gap) * n), n)[0]
+    hi_lo = wilson_interval(round(p * n), n)[1]
+    assert abs(lo_hi - hi_lo) < 0.1 * gap
+    small = n // 4
+    assert (
+        wilson_interval(round(p * small), small)[1]
+        - wilson_interval(round((p + gap) * small), small)[0]
+        > 0.5 * gap
+    )
+    with pytest.raises(ValueError, match="fractions"):
+        items_to_resolve(0.3, 3)
