@@ -84,3 +84,25 @@ def merge_report(path: Path, part: str, data: dict) -> dict:
         report["totals"] = totals
         path.write_text(json.dumps(report, indent=1) + "\n")
     return report
+
+
+def open_offline(browser, base_url: str, path: str, timeout_ms: int = 120_000):
+    """Open ``path`` of the built site at 1366x900 with no network, as in a classroom:
+    -> (context, page, problems). Every request outside the site is aborted and recorded, as is
+    every uncaught page error; the libraries must come from the site. The long timeout is for a
+    loaded machine. The caller closes the context."""
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    problems: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith(base_url) or r.request.url.startswith(("data:", "blob:")):
+            r.continue_()
+        else:
+            problems.append(f"external request: {r.request.url}")
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
+    page.goto(base_url + path, wait_until="load", timeout=timeout_ms)
+    return context, page, problems

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import pytest
 import torch
+from train_support import exercise_setup
 
-from course_lib.grading.spec import load_spec, wrong_answer_source
-from tools.exercises import SOLUTIONS
+from course_lib.grading.spec import wrong_answer_source
 
 EXERCISE = "assemble_and_train"
 MARGIN = 0.05  # nats per character: the measured spread over seeds 0-9 is 0.08 (2.29 to 2.38)
@@ -25,18 +24,11 @@ MARGIN = 0.05  # nats per character: the measured spread over seeds 0-9 is 0.08 
 
 @pytest.fixture(scope="module")
 def notebook():
-    nb = nbformat.read(SOLUTIONS / "08_training.ipynb", as_version=4)
-    spec = load_spec(nb, "08_training")
-    ex = spec.exercise(EXERCISE)
-    cells = {c.id: c.source for c in nb.cells}
-    env: dict = {}
-    threads = torch.get_num_threads()
-    exec(cells["setup"], env)
-    exec(cells["assemble-setup"], env)  # loads the corpus, defines train_briefly and small_cfg
-    torch.set_num_threads(threads)
-    train_check = next(c for c in ex.checks if c.name.startswith("train_briefly"))
+    env, answer, ex, train_check = exercise_setup(
+        "08_training", EXERCISE, "assemble-setup"
+    )  # loads the corpus, defines train_briefly and small_cfg
     threshold = float(re.search(r"below (\d+\.\d+)", train_check.name).group(1))
-    return env, cells[ex.answer_id], ex, threshold
+    return env, answer, ex, threshold
 
 
 def _val_loss(env, answer_source, seed, steps=300):

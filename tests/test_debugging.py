@@ -7,15 +7,16 @@ from importlib.resources import files
 import pytest
 import torch
 
+from course_lib.data import BatchSampler
 from course_lib.labs.debugging import (
     BUGS,
     DEBUG_CONFIG,
     NoResidualGPT,
+    bug_batch,
     build_model,
     causality_leak,
     honest_loss,
     residual_similarity,
-    sample_batch,
     targets_shifted,
     train_variant,
     tying_check,
@@ -48,15 +49,16 @@ def test_causality_leak_agrees_with_changing_a_later_token(bug):
     assert (moved > 1e-6) == (causality_leak(model) > 0)
 
 
-def test_sample_batch_shifts_by_one_and_the_check_sees_it():
-    d, g = data(), torch.Generator().manual_seed(0)
-    x, y = sample_batch(d, 16, 8, g)
+def test_bug_batch_shifts_by_one_and_the_check_sees_it():
+    d = data()
+    sampler = BatchSampler(d, 16, seed=0)
+    x, y = bug_batch(sampler, 8)
     # every window is a slice of the data; y is that slice one token later
     for row_x, row_y in zip(x, y):
         starts = [s for s in range(len(d) - 17) if torch.equal(d[s : s + 16], row_x)]
         assert any(torch.equal(d[s + 1 : s + 17], row_y) for s in starts)
     assert targets_shifted(x, y) == 1.0
-    x0, y0 = sample_batch(d, 16, 8, g, shift=0)
+    x0, y0 = bug_batch(sampler, 8, "unshifted")
     assert torch.equal(x0, y0)
     assert targets_shifted(x0, y0) < 0.2  # random tokens repeat 1 time in V
     with pytest.raises(ValueError, match="B, T"):
@@ -65,7 +67,7 @@ def test_sample_batch_shifts_by_one_and_the_check_sees_it():
 
 def test_update_ratio_flags_the_high_learning_rate():
     model = build_model("none", V, **SMALL)
-    x, y = sample_batch(data(), SMALL["block_size"], 8, torch.Generator().manual_seed(0))
+    x, y = BatchSampler(data(), SMALL["block_size"], seed=0).sample(8)
     before = [p.clone() for p in model.parameters()]
     ok, high = update_ratio(model, x, y, 3e-3), update_ratio(model, x, y, 0.3)
     assert high > 1.0 > ok

@@ -19,7 +19,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from browser_support import browser_js
+from browser_support import browser_js, open_offline
 
 from course_lib.labs.attention_scaling import softmax_with_temperature
 from course_lib.labs.matrices import rotation_matrix
@@ -63,21 +63,7 @@ def page_factory(browser, base_url):
     """open_page(path) -> (context, page, problems): a page of the built site, offline."""
 
     def open_page(path: str):
-        context = browser.new_context(viewport={"width": 1366, "height": 900})
-        problems: list[str] = []
-
-        def route(r):
-            if r.request.url.startswith(base_url) or r.request.url.startswith(("data:", "blob:")):
-                r.continue_()
-            else:  # offline, as in a classroom: the libraries must come from the site
-                problems.append(f"external request: {r.request.url}")
-                r.abort()
-
-        context.route("**/*", route)
-        page = context.new_page()
-        page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
-        page.goto(base_url + path, wait_until="load")
-        return context, page, problems
+        return open_offline(browser, base_url, path)
 
     return open_page
 

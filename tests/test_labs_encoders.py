@@ -8,11 +8,11 @@ import torch
 
 from course_lib.corpus import load_corpus
 from course_lib.data import CharTokenizer
+from course_lib.gpt2 import gpt2_name
 from course_lib.labs.finetune import (
     PlayClassifier,
     clean_play,
     finetune,
-    gpt2_name,
     play_data,
     play_texts,
     shuffle_words,

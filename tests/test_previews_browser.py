@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from browser_support import open_offline
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -17,20 +18,7 @@ PAGE = "book/07_gradients.html"  # glossary terms, citations, figures, other cha
 
 @pytest.fixture(scope="module")
 def page(browser, base_url):
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    problems: list[str] = []
-
-    def route(r):
-        if r.request.url.startswith(base_url) or r.request.url.startswith(("data:", "blob:")):
-            r.continue_()
-        else:
-            problems.append(f"external request: {r.request.url}")
-            r.abort()
-
-    context.route("**/*", route)
-    pg = context.new_page()
-    pg.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
-    pg.goto(base_url + PAGE, wait_until="load", timeout=120_000)  # a loaded machine is slow
+    context, pg, problems = open_offline(browser, base_url, PAGE)
     pg.problems = problems
     yield pg
     context.close()

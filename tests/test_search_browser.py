@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_support import browser_js
+from browser_support import browser_js, open_offline
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,21 +36,8 @@ def open_search(browser, base_url):
     contexts = []
 
     def search(query: str):
-        context = browser.new_context(viewport={"width": 1366, "height": 900})
+        context, page, problems = open_offline(browser, base_url, f"search.html?q={query}")
         contexts.append(context)
-        problems: list[str] = []
-
-        def route(r):
-            if r.request.url.startswith(base_url) or r.request.url.startswith(("data:", "blob:")):
-                r.continue_()
-            else:
-                problems.append(f"external request: {r.request.url}")
-                r.abort()
-
-        context.route("**/*", route)
-        page = context.new_page()
-        page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
-        page.goto(f"{base_url}search.html?q={query}", wait_until="load", timeout=120_000)
         page.wait_for_function(FINISHED, timeout=60_000)
         search.last_page = page
         return page.evaluate(SUMMARIES), problems

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import pytest
-import torch
+from train_support import exercise_setup
 
-from course_lib.grading.spec import load_spec, wrong_answer_source
-from tools.exercises import SOLUTIONS
+from course_lib.grading.spec import wrong_answer_source
 
 EXERCISE = "teacher_forcing_loss"
 MARGIN = 0.15  # measured (2026-11-25, 1 thread): seeds 0-3 reach 0.955, 0.89, 0.845, 0.925
@@ -25,18 +23,11 @@ MARGIN = 0.15  # measured (2026-11-25, 1 thread): seeds 0-3 reach 0.955, 0.89, 0
 
 @pytest.fixture(scope="module")
 def notebook():
-    nb = nbformat.read(SOLUTIONS / "14_translation.ipynb", as_version=4)
-    spec = load_spec(nb, "14_translation")
-    ex = spec.exercise(EXERCISE)
-    cells = {c.id: c.source for c in nb.cells}
-    env: dict = {}
-    threads = torch.get_num_threads()
-    exec(cells["setup"], env)
-    exec(cells["teacher-forcing-setup"], env)  # the task, train_briefly and translate_numbers
-    torch.set_num_threads(threads)
-    train_check = next(c for c in ex.checks if c.name.startswith("train_briefly"))
+    env, answer, ex, train_check = exercise_setup(
+        "14_translation", EXERCISE, "teacher-forcing-setup"
+    )  # the task, train_briefly and translate_numbers
     threshold = int(re.search(r"at least (\d+) %", train_check.name).group(1)) / 100
-    return env, cells[ex.answer_id], ex, threshold
+    return env, answer, ex, threshold
 
 
 def _exact_match(env, answer_source, seed):

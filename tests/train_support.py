@@ -25,3 +25,26 @@ def tiny_trainer(**overrides) -> Trainer:
     cfg = TrainConfig(**{**TINY, **overrides})
     tok, train, val = corpus_tokens(cfg)
     return Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok)
+
+
+def exercise_setup(stem: str, exercise: str, setup_id: str):
+    """A training exercise's solution notebook, run up to the exercise in this process (its
+    ``setup`` cell and the exercise's own set-up cell ``setup_id``): -> (env, answer source,
+    the exercise's spec, its check named ``train_briefly...``). The thread count is restored
+    after the set-up cells, which set their own."""
+    import nbformat
+    import torch
+
+    from course_lib.grading.spec import load_spec
+    from tools.exercises import SOLUTIONS
+
+    nb = nbformat.read(SOLUTIONS / f"{stem}.ipynb", as_version=4)
+    ex = load_spec(nb, stem).exercise(exercise)
+    cells = {c.id: c.source for c in nb.cells}
+    env: dict = {}
+    threads = torch.get_num_threads()
+    exec(cells["setup"], env)
+    exec(cells[setup_id], env)
+    torch.set_num_threads(threads)
+    train_check = next(c for c in ex.checks if c.name.startswith("train_briefly"))
+    return env, cells[ex.answer_id], ex, train_check

@@ -32,6 +32,7 @@ __all__ = [
     "MFU",
     "PALM_MFU",
     "CLUSTER_GPUS",
+    "counted_flops",
     "training_flops",
     "inference_flops_per_token",
     "gpu_hours",
@@ -196,6 +197,20 @@ def implied_mfu(model: LanguageModel, gpu: GPU, reported_gpu_hours: float) -> fl
     return training_flops(model) / (reported_gpu_hours * 3600 * gpu.peak_flops)
 
 
+def counted_flops(model: torch.nn.Module, idx: torch.Tensor, backward: bool = False) -> float:
+    """The FLOPs PyTorch's ``FlopCounterMode`` counts in ``model(idx)`` (idx (B, T) token ids),
+    and, with ``backward``, in the backward pass of its loss on ``idx`` as targets."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        if backward:
+            _, loss = model(idx, idx)
+            loss.backward()
+        else:
+            model(idx)
+    return float(counter.get_total_flops())
+
+
 def measured_training_flops(cfg: GPTConfig, batch_size: int = 2, seed: int = 0) -> dict:
     """Count the FLOPs of one forward and backward pass of a MiniGPT with PyTorch's
     ``FlopCounterMode`` and compare them with ``flops_per_token``.
@@ -206,17 +221,12 @@ def measured_training_flops(cfg: GPTConfig, batch_size: int = 2, seed: int = 0) 
     """
     from dataclasses import replace
 
-    from torch.utils.flop_counter import FlopCounterMode
-
     if cfg.vocab_size is None:
         raise ValueError("measured_training_flops: cfg.vocab_size is not set (cfg.with_vocab).")
     cfg = replace(cfg, attention="course_lib", dropout=0.0)
     torch.manual_seed(seed)
     model = MiniGPT(cfg)
     idx = torch.randint(cfg.vocab_size, (batch_size, cfg.block_size))  # (B, T)
-    with FlopCounterMode(display=False) as counter:
-        _, loss = model(idx, idx)
-        loss.backward()
-    measured = float(counter.get_total_flops())
+    measured = counted_flops(model, idx, backward=True)
     formula = flops_per_token(cfg) * batch_size * cfg.block_size
     return {"measured": measured, "formula": formula, "ratio": measured / formula}

@@ -30,6 +30,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
+from ..data import BatchSampler
 from ..model import Block, GPTConfig, MiniGPT, gpt_init_, scale_residual_projections_
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "NoResidualGPT",
     "UntiedGPT",
     "build_model",
-    "sample_batch",
+    "bug_batch",
     "train_variant",
     "honest_loss",
     "causality_leak",
@@ -106,21 +107,12 @@ def build_model(bug: str, vocab_size: int, seed: int = 0, **overrides) -> MiniGP
     return MiniGPT(cfg)
 
 
-def sample_batch(
-    data: torch.Tensor, block_size: int, batch_size: int, generator: torch.Generator, shift: int = 1
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random windows of ``data`` (1-D): x = data[s : s+T], y = data[s+shift : s+shift+T],
-    both (batch_size, block_size). ``shift=1`` is next-token prediction; ``shift=0`` is the
-    unshifted-targets bug."""
-    if data.dim() != 1 or len(data) < block_size + 2:
-        raise ValueError(
-            "sample_batch: data must be a 1-D tensor of token ids longer than block_size + 1."
-        )
-    starts = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
-    offsets = torch.arange(block_size)  # (T,)
-    x = data[starts[:, None] + offsets]  # (B, T)
-    y = data[starts[:, None] + offsets + shift]  # (B, T)
-    return x, y
+def bug_batch(sampler: BatchSampler, batch_size: int, bug: str = "none"):
+    """A training batch as ``bug`` makes it: ``sampler``'s windows (x, y), both
+    (batch_size, block_size), y the next tokens; for the unshifted-targets bug the targets are
+    the inputs themselves (y = x)."""
+    x, y = sampler.sample(batch_size)  # (B, T) each
+    return (x, x.clone()) if bug == "unshifted" else (x, y)
 
 
 @torch.no_grad()
@@ -130,8 +122,7 @@ def honest_loss(model: MiniGPT, data: torch.Tensor, n_windows: int = 256, seed: 
     ``data``: 1-D token ids (e.g. the validation text)."""
     model.eval()
     T = model.cfg.block_size
-    g = torch.Generator().manual_seed(seed)
-    x, y = sample_batch(data, T, n_windows, g)  # (n, T) each; y[:, -1] follows the window
+    x, y = BatchSampler(data, T, seed).sample(n_windows)  # (n, T); y[:, -1] follows the window
     logits, _ = model(x)  # (n, T, V)
     return nn.functional.cross_entropy(logits[:, -1], y[:, -1]).item()
 
@@ -155,12 +146,11 @@ def train_variant(
     model = build_model(bug, vocab_size, seed)
     lr = c["lr"] * (c["high_lr_factor"] if bug == "lr_too_high" else 1.0)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    g = torch.Generator().manual_seed(seed + 1)
-    shift = 0 if bug == "unshifted" else 1
+    sampler = BatchSampler(train_ids, model.cfg.block_size, seed + 1)
     losses: list[float] = []
     model.train()
     for _ in range(steps):
-        x, y = sample_batch(train_ids, model.cfg.block_size, c["batch_size"], g, shift)
+        x, y = bug_batch(sampler, c["batch_size"], bug)
         _, loss = model(x, y)
         if not math.isfinite(loss.item()):
             losses += [math.nan] * (steps - len(losses))

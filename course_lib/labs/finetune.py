@@ -28,7 +28,6 @@ from torch import nn
 
 from ..corpus import PLAY_SEPARATOR, load_corpus
 from ..data import CharTokenizer
-from ..gpt2 import gpt2_name  # at home in course_lib.gpt2; kept importable from here
 from ..lora import add_lora, count_trainable
 from ..model import MiniGPT
 
@@ -48,7 +47,6 @@ __all__ = [
     "ngram_baseline",
     "mean_lm_loss",
     "zero_shot",
-    "gpt2_name",
 ]
 
 #: The three plays entirely inside the validation part of the corpus (never pretrained on).
