@@ -17,6 +17,9 @@ TINY = dict(
     eval_batch_size=16,
     corpus="synthetic",
     name="tiny",
+    # pinned: these tests are about the CPU path, and "auto" would take a GPU where there is one
+    # (the CUDA tests ask for it by name)
+    device="cpu",
 )
 
 
