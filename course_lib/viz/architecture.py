@@ -227,7 +227,7 @@ _TALL = _Layout(
         ids=27.4,
         emb=25.6,
         ln1=23.15,
-        att=19.75,
+        att=19.6,
         add1=16.5,
         ln2=15.25,
         mlp=12.95,
@@ -236,7 +236,7 @@ _TALL = _Layout(
         head=6.5,
         loss=4.5,
     ),
-    h=dict(emb=1.0, ln=0.7, att=3.7, mlp=1.5, head=0.8, loss=0.8),
+    h=dict(emb=1.0, ln=0.7, att=4.0, mlp=1.5, head=0.8, loss=0.8),
     top=24.85,
     bottom=10.2,
     font=9.5,
@@ -273,7 +273,8 @@ def _draw(cfg: GPTConfig, batch: int, lay: _Layout):
     else:
         heads = f"{H} query heads, {cfg.kv_heads} key/value heads (GQA)"
     kind = "causal" if cfg.causal else "bidirectional (no mask)"
-    rope = "; RoPE on q, k" if cfg.pos == "rope" else ""
+    # RoPE on a line of its own on a phone (the box is narrow)
+    rope = ("\n" if lay.inside else "; ") + "RoPE on q, k" if cfg.pos == "rope" else ""
     sep = "\n" if lay.inside else " "  # a phone's box is narrow: the embedding on two lines
     if cfg.pos == "learned":
         embed = f"token embedding ({V}×{d}){sep}+ position embedding ({cfg.block_size}×{d})"
