@@ -144,3 +144,50 @@ def test_bad_input_raises_readable_errors():
         tensor_shapes(GPTConfig())
     with pytest.raises(ValueError, match="seq_len"):
         tensor_shapes(CONFIGS["mqa"], seq_len=100)
+
+
+def _extents(fig):
+    """Each visible text of the figure -> its drawn box (display units)."""
+    renderer = fig.canvas.get_renderer()
+    return [
+        (t.get_text(), t.get_window_extent(renderer))
+        for t in fig.axes[0].texts
+        if t.get_visible() and t.get_text().strip()
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_phone_drawing_reads_on_a_phone(name):
+    """The site shows a phone the diagram's own narrow drawing (issue 29: the wide one's
+    shapes came out 3.9 px there): every text at least MIN_PHONE_PX on a phone, the same
+    shapes, inside the figure, and no two texts on top of each other; boxes hold their text."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.patches import FancyBboxPatch
+
+    from course_lib.viz import plotting as P
+
+    cfg = CONFIGS[name]
+    fig = architecture_diagram(cfg, batch=2)
+    tall = P.narrow_layout(fig)
+    assert tall is not None and tall is not fig
+    assert tall.get_size_inches()[0] == pytest.approx(P.NARROW_WIDTH)
+    assert P.phone_text_px(fig) < P.MIN_PHONE_PX <= P.phone_text_px(tall)
+    texts = " ".join(t.get_text() for t in tall.axes[0].texts)
+    for s in tensor_shapes(cfg, batch=2).values():
+        sizes = s.label().split(" = ")[-1]
+        assert sizes in texts and (s.label("\n= ") in texts or s.symbols[0] in texts)
+    FigureCanvasAgg(tall).draw()  # a closed figure has no canvas that draws
+    extents = _extents(tall)
+    frame = tall.bbox
+    for text, box in extents:
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, f"{text!r} runs off the figure"
+    for i, (a, box_a) in enumerate(extents):
+        for b, box_b in extents[i + 1 :]:
+            assert not box_a.shrunk(0.98, 0.9).overlaps(box_b), f"{a!r} overlaps {b!r}"
+    boxes = [p.get_window_extent() for p in tall.axes[0].patches if isinstance(p, FancyBboxPatch)]
+    for text, box in extents:  # a text inside a box is no wider than the box
+        around = [b for b in boxes if b.contains(*box.get_points().mean(0))]
+        if around:
+            assert box.width < min(b.width for b in around), f"{text!r} is wider than its box"
+    plt.close(fig)
+    plt.close(tall)

@@ -218,7 +218,7 @@ def test_chapter_1_scaling_fit_recomputed_from_the_stored_runs():
         "long_measured",
         "alpha_floor",
         "long_predicted",
-        also=("scaling = load_scaling_runs()",),
+        also=("study = scaling_study()",),
     )
     runs = json.loads((ROOT / "course_lib" / "results" / "scaling.json").read_text())["runs"]
     bench = json.loads((ROOT / "course_lib" / "results" / "train_bench.json").read_text())["runs"]
@@ -325,7 +325,7 @@ def test_chapter_1_recap_quotes_the_fit_the_chapter_prefers():
         "floor_E",
         "aic_power",
         "aic_floor",
-        also=("scaling = load_scaling_runs()",),
+        also=("study = scaling_study()",),
     )
     floor_wins = float(g["aic_floor"]) < float(g["aic_power"])
     assert g["better_fit"] == ("with the floor" if floor_wins else "without a floor")

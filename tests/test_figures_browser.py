@@ -3,7 +3,9 @@ desktop (book/_ext/course_figures.py, course_lib.viz.plotting.narrow_layout).
 
 - Which figures: every figure cell of the chapters whose code draws panels side by side
   (``new_figure(rows, cols >= 2)``, ``line_panels``, ``matrix_panels``, also through a function
-  the chapter defines) must have a narrow layout on the site, and no other figure has one.
+  the chapter defines) or a phone drawing of its own (``finish_figure(fig, narrow=other_fig)``,
+  in the chapter or in a ``course_lib.viz`` function it calls: a diagram drawn taller) must
+  have a narrow layout on the site, and no other figure has one.
 - At 390 x 844 (a phone) each such figure shows its narrow layout, fetches only that one, fits
   the screen, and its tick labels are drawn at least ``MIN_TICK_PX`` CSS px tall (their size in
   points, from the page, times the image's shown-to-natural scale).
@@ -33,6 +35,8 @@ _NAME = re.compile(r"^\s+name:\s*(\S+)", re.M)
 _GRID = re.compile(r"new_figure\(\s*(\d+)\s*,\s*(\d+)")
 _PANELS = re.compile(r"\b(line_panels|matrix_panels)\(")
 _DEF = re.compile(r"^def (\w+)\(", re.M)
+#: ``narrow=`` given a figure (not False, None, "transpose" or a grid): a phone drawing.
+_DRAWN = re.compile(r"\bnarrow=(?!False\b|None\b)[A-Za-z_]")
 
 
 def _side_by_side(code: str) -> bool:
@@ -41,9 +45,26 @@ def _side_by_side(code: str) -> bool:
     return bool(_PANELS.search(code)) or any(int(c) >= 2 for _, c in _GRID.findall(code))
 
 
+def _library_drawings() -> set[str]:
+    """The ``course_lib.viz`` functions that give their figure a phone drawing."""
+    names = set()
+    for path in (source_root() / "course_lib" / "viz").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        starts = [(m.start(), m.group(1)) for m in _DEF.finditer(text)] + [(len(text), "")]
+        for (a, name), (b, _) in zip(starts, starts[1:]):
+            if _DRAWN.search(text[a:b]):
+                names.add(name)
+    return names
+
+
+def _phone_drawing(code: str, library: set[str]) -> bool:
+    return bool(_DRAWN.search(code)) or any(re.search(rf"\b{n}\(", code) for n in library)
+
+
 def expected_figures() -> dict[str, set[str]]:
     """page -> the names of its figures drawn with panels side by side (from the sources)."""
     out: dict[str, set[str]] = {}
+    library = _library_drawings()
     for page in toc_pages():
         md = source_root() / page.replace(".html", ".md")
         if not md.exists():
@@ -58,7 +79,7 @@ def expected_figures() -> dict[str, set[str]]:
             if "figure:" not in meta or not names:
                 continue
             called = [body for name, body in defs.items() if re.search(rf"\b{name}\(", code)]
-            if any(_side_by_side(c) for c in [code, *called]):
+            if any(_side_by_side(c) or _phone_drawing(c, library) for c in [code, *called]):
                 out.setdefault(page, set()).add(names[0])
     return out
 
@@ -113,7 +134,7 @@ def _open(browser, base_url, path, viewport):
 
 def _common_checks(fig, base_url):
     problems = []
-    if not re.fullmatch(r"Fig\. \d+\.\d+", fig["number"] or ""):
+    if not re.fullmatch(r"Fig\. \d+(\.\d+)?", fig["number"] or ""):  # "Fig. 1": unnumbered page
         problems.append(f"number {fig['number']!r}")
     if not fig["caption"]:
         problems.append("no caption")

@@ -216,3 +216,31 @@ def test_wide_single_panels_are_legible_on_a_phone():
     dax.text(0.5, 0.5, "box", fontsize=8)
     dax.set_axis_off()
     assert P.finish_figure(dfig).axes[0].texts[0].get_fontsize() == 8
+
+
+def _diagram(figsize, size, word):
+    fig, ax = P.new_figure(figsize=figsize)
+    ax.text(0.5, 0.5, word, fontsize=size, ha="center")
+    ax.text(0.5, 0.2, "a label", fontsize=size + 2, ha="center")
+    ax.axis("off")
+    return fig
+
+
+def test_a_drawn_phone_figure_is_the_narrow_layout():
+    """A diagram (one axes, no panels to stack) can bring a phone drawing of its own:
+    finish_figure(fig, narrow=phone_figure). The site then serves that figure on phones."""
+    tall = P.finish_figure(_diagram((5, 7), 10, "tall"))
+    fig = P.finish_figure(_diagram((11, 4), 8, "wide"), narrow=tall)
+    assert P.narrow_layout(fig) is tall
+    assert P.narrow_layout(fig, narrow=False) is None  # asked for none: the wide one
+    assert tall.number not in plt.get_fignums() and fig.number not in plt.get_fignums()
+    # the wide diagram's text is too small on a phone, the drawing's is not
+    assert P.phone_text_px(fig) < P.MIN_PHONE_PX <= P.phone_text_px(tall)
+    data = P.narrow_bundle(fig)[P.NARROW_MIME]
+    root = ET.fromstring(data["svg"])
+    assert "tall" in data["svg"] and "wide" not in data["svg"]
+    assert float(root.get("width").removesuffix("pt")) < 5 * 72 + 1
+    # a diagram has no tick labels: its smallest text is what the site's check reads
+    assert data["tick_pt"] == 10 and data["panels"] == 1 and data["grid"] == [1, 1]
+    # a figure without a drawing of its own still has no narrow layout
+    assert P.narrow_bundle(P.finish_figure(_diagram((11, 4), 8, "wide"))) is None

@@ -24,7 +24,12 @@ This extension
 - for builders other than HTML, drops the narrow output (the wide figure is the figure).
 
 The ``<picture>`` carries ``data-panels``, ``data-grid`` (the narrow rows x columns) and
-``data-tick-pt`` (the smallest tick-label size in points) for tests/test_figures_browser.py.
+``data-tick-pt`` (the smallest tick-label size in points; a diagram's smallest text) for
+tests/test_figures_browser.py.
+
+A diagram (one axes of boxes and labels) has no panels to stack; its phone layout is a second
+drawing of it, narrower and taller, which the chapter hands over with
+``finish_figure(fig, narrow=phone_figure)`` and which travels the same way.
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ __all__ = [
     "pareto_frontier",
     "training_compute",
     "load_scaling_runs",
+    "ScalingStudy",
+    "scaling_study",
 ]
 
 #: Kaplan et al. (2020), eq. (1.3) and Fig. 1: L(C_min) = (C_c / C_min)^alpha_C with
@@ -200,13 +202,7 @@ def training_compute(result: dict) -> float:
     ``results/train_bench.json``): its FLOPs per token (``model.flops_per_token``, the same
     count the scaling runs use) times the tokens it trained on, steps x batch x context x ranks."""
     try:
-        cfg = result["config"]
-        tokens = (
-            result["steps"]
-            * cfg["batch_size"]
-            * cfg["model"]["block_size"]
-            * result.get("world_size", 1)
-        )
+        tokens = _trained_tokens(result)
         return float(result["flops_per_token"]) * tokens
     except KeyError as e:
         raise ValueError(
@@ -214,6 +210,114 @@ def training_compute(result: dict) -> float:
         ) from None
 
 
+def _trained_tokens(result: dict) -> int:
+    """Tokens a finished run trained on: steps x batch x context x ranks (KeyError if absent)."""
+    cfg = result["config"]
+    return (
+        result["steps"]
+        * cfg["batch_size"]
+        * cfg["model"]["block_size"]
+        * result.get("world_size", 1)
+    )
+
+
 def load_scaling_runs(name: str = "scaling.json") -> dict:
     """The stored results of ``benchmarks/scaling_runs.py`` (or another results file)."""
     return json.loads(files("course_lib").joinpath("results", name).read_text())
+
+
+class ScalingStudy(NamedTuple):
+    """Chapter 1's scaling study (``scaling_study``). Points are dicts with ``label``,
+    ``compute`` (FLOPs), ``val_loss``, ``params`` and ``tokens``.
+
+    runs: the IsoFLOP grid's runs, each labelled "layers x width"; budgets: its compute
+    budgets; configs: the course's configurations trained for longer (Chapter 8), as points;
+    best_per_budget: the grid's best run at each budget; frontier: the points of both that no
+    cheaper point beats; power and floored: L = a C^-alpha and L = E + a C^-alpha fitted to
+    the frontier; grid_only: L = a C^-alpha fitted to the grid's best runs alone (to test an
+    extrapolation to the configurations)."""
+
+    runs: list[dict]
+    budgets: list[float]
+    configs: list[dict]
+    best_per_budget: list[dict]
+    frontier: list[dict]
+    power: PowerLaw
+    floored: PowerLaw
+    grid_only: PowerLaw
+
+    def table(self) -> str:
+        """The frontier, one line per point (compute, best model, its parameters, tokens per
+        parameter, validation loss), then the two fits with their errors and AIC."""
+        lines = [
+            f"{'compute (FLOPs)':>15} | {'best model':>10} {'params':>9} {'tokens/param':>12} "
+            f"| {'val loss':>8}"
+        ]
+        for r in self.frontier:
+            lines.append(
+                f"{r['compute']:>15.1e} | {r['label']:>10} {r['params']:>9,} "
+                f"{r['tokens'] / r['params']:>12.1f} | {r['val_loss']:>8.3f}"
+            )
+        p, f = self.power, self.floored
+        lines += [
+            "",
+            f"L = a C^-alpha:      alpha = {p.alpha:.3f}, rms error of ln L {p.rmse:.3f}, "
+            f"AIC {p.aic:.1f}",
+            f"L = E + a C^-alpha:  alpha = {f.alpha:.3f}, E = {f.floor:.2f}, "
+            f"rms error of ln L {f.rmse:.3f}, AIC {f.aic:.1f}",
+        ]
+        return "\n".join(lines)
+
+
+def scaling_study(grid: dict | None = None, bench: dict | None = None) -> ScalingStudy:
+    """Chapter 1's measurement: the compute-efficient frontier of the course's training runs
+    and the power laws fitted to it.
+
+    grid: the IsoFLOP grid of ``benchmarks/scaling_runs.py`` (default: the stored
+    ``results/scaling.json``; its ``runs`` carry ``budget``, ``compute``, ``val_loss``,
+    ``params``, ``tokens``, ``n_layer`` and ``d_model``); bench: the training benchmark's
+    results (default ``results/train_bench.json``), whose runs are the course's
+    configurations, their compute counted by ``training_compute``. Keeps the best grid run
+    per budget (``isoflop_minima``), the frontier of those and the configurations together
+    (``pareto_frontier``), and fits ``fit_power_law`` and ``fit_power_law_with_floor`` to
+    it. The inputs are not changed (the points are copies)."""
+    grid = load_scaling_runs() if grid is None else grid
+    bench = load_scaling_runs("train_bench.json") if bench is None else bench
+    for name, data in (("grid", grid), ("bench", bench)):
+        if not isinstance(data, dict) or not data.get("runs"):
+            raise ValueError(
+                f"scaling_study: {name} has no runs; give a results dict with a non-empty "
+                "'runs' (as load_scaling_runs returns)."
+            )
+    try:
+        runs = [dict(r, label=f"{r['n_layer']} x {r['d_model']}") for r in grid["runs"]]
+    except KeyError as e:
+        raise ValueError(
+            f"scaling_study: a grid run has no {e}; pass the results of benchmarks/scaling_runs.py."
+        ) from None
+    configs = []
+    for name, r in bench["runs"].items():
+        compute = training_compute(r)
+        configs.append(
+            {
+                "label": name,
+                "compute": compute,
+                "val_loss": r["final_val_loss"],
+                "params": r["params"],
+                "tokens": _trained_tokens(r),
+            }
+        )
+    best = isoflop_minima(runs)
+    frontier = pareto_frontier(best + configs)
+    C = [r["compute"] for r in frontier]
+    L = [r["val_loss"] for r in frontier]
+    return ScalingStudy(
+        runs=runs,
+        budgets=sorted({r["budget"] for r in runs}),
+        configs=configs,
+        best_per_budget=best,
+        frontier=frontier,
+        power=fit_power_law(C, L),
+        floored=fit_power_law_with_floor(C, L),
+        grid_only=fit_power_law([r["compute"] for r in best], [r["val_loss"] for r in best]),
+    )

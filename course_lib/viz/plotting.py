@@ -80,8 +80,13 @@ def finish_figure(fig, *, narrow=None):
 
     narrow: how the site lays the figure's panels out on a narrow (phone) screen, see
     ``narrow_layout``: None chooses, False keeps the wide layout, "transpose" turns the grid's
-    columns into rows, (rows, cols) asks for that grid.
+    columns into rows, (rows, cols) asks for that grid. Or a Figure: the figure's phone layout,
+    drawn apart, for a diagram whose boxes are placed for a wide page (drawn again narrower and
+    taller, its text at least ``MIN_PHONE_PX`` on a phone: ``phone_text_px``); it is closed
+    here too.
     """
+    if isinstance(narrow, matplotlib.figure.Figure):
+        plt.close(narrow)
     if narrow is not None:
         fig._course_narrow = narrow  # read by narrow_layout (survives the copy it makes)
     fig.tight_layout()
@@ -145,6 +150,8 @@ def legible_on_a_phone(fig, min_px: float = MIN_PHONE_PX):
 
 def _has_narrow_layout(fig) -> bool:
     """Whether ``narrow_layout`` would give ``fig`` a phone layout (without making it)."""
+    if isinstance(getattr(fig, "_course_narrow", None), matplotlib.figure.Figure):
+        return True
     found = _panels(fig)
     if found is None:
         return False
@@ -650,7 +657,8 @@ def narrow_layout(fig, narrow=None, width: float = NARROW_WIDTH):
     side by side are shown again, since stacked panels no longer stand next to the one that
     had them. Fonts keep their sizes: the narrow figure is smaller, so on a phone they are
     shown larger. ``narrow`` (default: what ``finish_figure(fig, narrow=...)`` recorded)
-    chooses the layout: None as above, False none, "transpose", or a (rows, cols) grid.
+    chooses the layout: None as above, False none, "transpose", or a (rows, cols) grid; a
+    Figure (a diagram's own phone drawing) is the narrow layout itself.
     """
     import pickle
     import warnings
@@ -659,6 +667,8 @@ def narrow_layout(fig, narrow=None, width: float = NARROW_WIDTH):
 
     if narrow is None:
         narrow = getattr(fig, "_course_narrow", None)
+    if isinstance(narrow, matplotlib.figure.Figure):
+        return narrow
     found = _panels(fig)
     if found is None:
         return None
@@ -703,11 +713,14 @@ def narrow_layout(fig, narrow=None, width: float = NARROW_WIDTH):
 
 def _tick_points(fig) -> float:
     """The smallest font size (points) of the figure's visible tick labels, or of its titles
-    and axis labels when no panel has tick labels (pictures)."""
+    and axis labels when no panel has tick labels (pictures), or of every text of a diagram
+    (no axis shown)."""
 
     def sizes(texts):
         return [t.get_fontsize() for t in texts if t.get_visible() and t.get_text()]
 
+    if all(not ax.axison for ax in fig.axes):
+        return float(min(sizes(_texts(fig)) or [matplotlib.rcParams["font.size"]]))
     ticks = sizes(t for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels())
     labels = sizes(t for ax in fig.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label))
     return float(min(ticks or labels or [matplotlib.rcParams["font.size"]]))
@@ -724,7 +737,7 @@ def narrow_bundle(fig) -> dict | None:
         return None
     buf = io.StringIO()
     narrow.savefig(buf, format="svg", bbox_inches="tight")
-    panels, geometry = _panels(narrow)
+    panels, geometry = _panels(narrow) or (narrow.axes, (1, 1))
     return {
         NARROW_MIME: {
             "svg": buf.getvalue(),

@@ -1,6 +1,6 @@
 async () => {
   // What a reader sees of the content at this viewport: table cell gaps and precision, display
-  // equations against the column, code boxes that scroll, figure tick labels' rendered sizes and
+  // equations against the column, code boxes that scroll, figure texts' rendered sizes and
   // explorer controls. Waits for what it reads (MathJax typeset, images decoded, Vega drawn).
   const article = document.querySelector('article') || document.body;
   const shown = el => el.getClientRects().length > 0;
@@ -21,8 +21,8 @@ async () => {
     const digits = m[1].replace('.', '').replace(/^0+/, '');
     return digits && /[1-9]/.test(digits) ? digits.length : null;
   };
-  const out = {tables: [], equations: [], code: [], ticks: [], controls: [], explorers: [],
-               column: article.clientWidth};
+  const out = {tables: [], equations: [], code: [], ticks: [], figures: [], controls: [],
+               explorers: [], column: article.clientWidth};
 
   // Tables: the smallest gap between neighbouring cells' text (padding + spacing).
   for (const t of article.querySelectorAll('table')) {
@@ -61,7 +61,15 @@ async () => {
     const excess = pre.scrollWidth - pre.clientWidth;
     out.code.push({excess, text: snip(pre.textContent)});
   }
-  // Figures (matplotlib SVG <img>): tick labels' font size as drawn.
+  // Figures (SVG <img>, the one the <picture> chose at this width): every text's font size as
+  // drawn, i.e. its size in the SVG times the image's shown scale. Matplotlib draws a text as
+  // glyph outlines in <g id="text_N"><g transform="translate(..) scale(s -s)">: the text's
+  // size is 100 s (a formula's sub- and superscripts are its glyphs at 70 %, not counted
+  // apart); an SVG <text> has its font-size. The tick labels' smallest goes to `ticks` too.
+  const fontPx = (style) => {
+    const m = (style || '').match(/font(?:-size)?:\s*(?:[a-z-]+\s+)*([\d.]+)px/);
+    return m ? parseFloat(m[1]) : null;
+  };
   for (const img of article.querySelectorAll('img')) {
     const src = img.currentSrc || img.src;
     if (!src.split('?')[0].endsWith('.svg') || !shown(img)) continue;
@@ -70,21 +78,49 @@ async () => {
     const vb = (svg.getAttribute('viewBox') || '').split(/\s+/).map(Number);
     if (vb.length < 4 || !vb[2]) continue;
     const scale = img.getBoundingClientRect().width / vb[2];
-    let smallest = Infinity;
-    for (const g of svg.querySelectorAll('g[id^="xtick_"] g[id^="text_"] > g, g[id^="ytick_"] g[id^="text_"] > g')) {
-      const m = (g.getAttribute('transform') || '').match(/scale\(([\d.]+)/);
-      if (m) smallest = Math.min(smallest, parseFloat(m[1]) * 100 * scale);
+    let tick = Infinity, smallest = Infinity, label = '', texts = 0, tickTexts = 0;
+    for (const g of svg.querySelectorAll('g[id^="text_"]')) {
+      const inner = [...g.children].find(
+        c => c.tagName === 'g' && /scale\(/.test(c.getAttribute('transform') || ''));
+      if (!inner) continue;
+      const m = inner.getAttribute('transform').match(/scale\(([\d.e-]+)/);
+      const px = Math.abs(parseFloat(m[1])) * 100 * scale;
+      texts++;
+      if (g.closest('g[id^="xtick_"], g[id^="ytick_"]')) {
+        tick = Math.min(tick, px);
+        tickTexts++;
+      }
+      if (px < smallest) {
+        smallest = px;
+        const c = [...g.childNodes].find(n => n.nodeType === Node.COMMENT_NODE);
+        label = snip(c ? c.textContent : '');
+      }
     }
-    if (smallest < Infinity)
-      out.ticks.push({px: Math.round(smallest * 10) / 10, src: src.split('/').pop().slice(0, 12),
-                      figure: (img.closest('figure') || {}).id || ''});
+    for (const t of svg.querySelectorAll('text')) {
+      const size = fontPx(t.getAttribute('style')) || parseFloat(t.getAttribute('font-size'));
+      if (!size || !t.textContent.trim()) continue;
+      texts++;
+      if (size * scale < smallest) { smallest = size * scale; label = snip(t.textContent); }
+    }
+    if (!texts) continue;
+    const r1 = x => x < Infinity ? Math.round(x * 10) / 10 : null;
+    const figure = img.closest('figure');
+    const caption = figure && figure.querySelector('figcaption .caption-number');
+    out.figures.push({px: r1(smallest), text: label, texts, tickTexts,
+                      src: src.split('/').pop().slice(0, 12), figure: (figure || {}).id || '',
+                      number: caption ? caption.textContent.trim() : ''});
+    if (tick < Infinity) out.ticks.push({px: r1(tick), src: src.split('/').pop().slice(0, 12),
+                                         figure: (figure || {}).id || ''});
   }
-  // Explorers (Vega SVG): axis labels' font size as drawn.
+  // Explorers (Vega SVG): every text's font size as drawn (axis and legend labels, titles).
   for (const svg of article.querySelectorAll('.vega-embed svg')) {
     if (!shown(svg)) continue;
     let smallest = Infinity;
-    for (const t of svg.querySelectorAll('.role-axis-label text, .role-legend-label text')) {
-      const h = parseFloat(getComputedStyle(t).fontSize) * (t.getScreenCTM() ? t.getScreenCTM().a : 1);
+    for (const t of svg.querySelectorAll('text')) {
+      if (!t.textContent.trim() || !t.getClientRects().length) continue;
+      const m = t.getScreenCTM();  // rotated titles too: the matrix's scale, not its .a
+      const scale = m ? Math.sqrt(Math.abs(m.a * m.d - m.b * m.c)) : 1;
+      const h = parseFloat(getComputedStyle(t).fontSize) * scale;
       smallest = Math.min(smallest, h);
     }
     if (smallest < Infinity) out.ticks.push({px: Math.round(smallest * 10) / 10, src: 'vega',
