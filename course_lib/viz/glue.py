@@ -12,7 +12,7 @@ code prints, Chapter 5's, are ``course_lib.handcalc.worksheet.table_cells``).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
 try:  # myst-nb is a build dependency, not a runtime one
     from myst_nb import glue as _myst_glue
@@ -54,7 +54,7 @@ def _power_of_ten(mantissa: str, power: int) -> str:
     return f"{mantissa.replace('-', chr(0x2212))} × 10{str(power).translate(_SUPERSCRIPT)}"
 
 
-def table_column(values, sig: int = 4, decimals: int | None = None) -> list[str]:
+def table_column(values: Iterable[float], sig: int = 4, decimals: int | None = None) -> list[str]:
     """One column of a glued markdown table, every cell in one precision.
 
     Positional, with one count of decimals for the whole column: ``decimals`` if given, else
@@ -64,7 +64,7 @@ def table_column(values, sig: int = 4, decimals: int | None = None) -> list[str]
     numbers stay whole ("19").
     Where that would write a nonzero value as zero (a column spanning many powers of ten), the
     whole column is written with exponents, ``sig`` significant digits each ("9.384 × 10⁻⁵",
-    as ``sci``), never "0.0000938" beside "0.250". The minus is typographic ("−").
+    as ``sci``). The minus is typographic ("−").
 
     A column of numbers per call: glue each cell (``glue(f"name_{i}", cell)``) and quote them in
     one column of the table, so the column and its format stay one thing.
