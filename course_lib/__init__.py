@@ -49,6 +49,7 @@ __all__ = [
 _LAZY = {
     "glue": "course_lib.viz.glue",
     "sci": "course_lib.viz.glue",
+    "table_column": "course_lib.viz.glue",
     "attention_heatmap": "course_lib.viz.plotting",
     "bar_probs": "course_lib.viz.plotting",
     "loss_curve": "course_lib.viz.plotting",

@@ -86,15 +86,20 @@ def merge_report(path: Path, part: str, data: dict) -> dict:
     return report
 
 
-def open_offline(browser, base_url: str, path: str, timeout_ms: int = 120_000):
+def open_offline(
+    browser, base_url: str, path: str, timeout_ms: int = 120_000, requests: list | None = None
+):
     """Open ``path`` of the built site at 1366x900 with no network, as in a classroom:
     -> (context, page, problems). Every request outside the site is aborted and recorded, as is
     every uncaught page error; the libraries must come from the site. The long timeout is for a
-    loaded machine. The caller closes the context."""
+    loaded machine. ``requests``, if given, receives the URL of every request the page makes,
+    from the first. The caller closes the context."""
     context = browser.new_context(viewport={"width": 1366, "height": 900})
     problems: list[str] = []
 
     def route(r):
+        if requests is not None:
+            requests.append(r.request.url)
         if r.request.url.startswith(base_url) or r.request.url.startswith(("data:", "blob:")):
             r.continue_()
         else:

@@ -567,7 +567,7 @@ def test_icons_are_inline_svg(site_dir):
     for path, html in _pages_html(site_dir).items():
         if "fontawesome.js" in html:
             problems.append(f"{path}: loads fontawesome.js")
-        left = re.findall(r'<i class="fa[^"]*"', html)
+        left = re.findall(r'<(?:i|span) class="fa[^"]*"', html)
         if left:
             problems.append(f"{path}: icons left for the script: {left[:3]}")
         if html.count('<svg class="svg-inline--fa') < 5:

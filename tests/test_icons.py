@@ -104,3 +104,58 @@ def test_meta_tags_add_the_url_and_the_card():
     assert '<meta property="og:image" content="https://x/c.png" />' in tags
     assert 'content="summary_large_image"' in tags
     assert "og:url" not in site.meta_tags("T", "Course", "About.")
+
+
+def test_an_empty_fa_span_becomes_inline_svg_and_other_spans_stay():
+    page = (
+        '<button><span class="fa-solid fa-bars"></span></button>'
+        '<span class="fancy">text</span><span class="fa-bars"></span>'
+    )
+    out, unknown = icons.inline_icons(page, icons.parse_icons(FAKE))
+    assert '<svg class="svg-inline--fa fa-solid fa-bars" aria-hidden="true"' in out
+    assert '<span class="fancy">text</span><span class="fa-bars"></span>' in out  # no style
+    assert not unknown
+
+
+def test_icons_are_also_found_by_the_web_fonts_character():
+    got = icons.parse_icons(FAKE)
+    assert got[("fas", "\uf0c9")] == got[("fas", "bars")]
+    assert got[("fab", "\uf09b")] == got[("fab", "github")]
+
+
+# A theme stylesheet in miniature: the icon variables, a rule through a variable, one with an
+# escaped character inside @media, Font Awesome's own class rule, a glyph it has no icon for,
+# and ordinary content.
+THEME = (
+    ':root{--pst-icon-bars:"\uf0c9";--pst-icon-note:var(--pst-icon-bars)}'
+    "/* a comment { with braces } */"
+    ".admonition>.admonition-title:after{content:var(--pst-icon-note);font:var(--fa-font-solid)}"
+    '@media (min-width:1200px){.x .onthispage:after{content:"\\f1c1";font-weight:900}}'
+    '.fa-bars:before{content:"\\f0c9"}'
+    '.odd:before{content:"\\e0ff"}'
+    '.quote:before{content:"\\201c"}'
+)
+
+
+def test_the_themes_font_icons_become_masks():
+    css, unknown = icons.icon_mask_css([THEME], icons.parse_icons(FAKE))
+    assert unknown == {"U+E0FF"}
+    rules = css.splitlines()
+    root = next(r for r in rules if r.startswith(":root{"))
+    # each icon once, as a data: SVG of its path
+    assert "--course-icon-f0c9:url(\"data:image/svg+xml," in root and "M2 2Z" in root
+    assert "--course-icon-f1c1:" in root and "M3 3Z" in root  # solid before regular (M4 4Z)
+    adm = next(r for r in rules if r.startswith(".admonition>.admonition-title:after{"))
+    assert 'content:"";' in adm and "mask:var(--course-icon-f0c9)" in adm
+    assert "font-family:inherit" in adm and "background-color:currentColor" in adm
+    assert "@media (min-width:1200px){.x .onthispage:after{" in css  # its condition kept
+    assert ".fa-bars" not in css and ".quote" not in css and ".odd" not in css
+
+
+def test_css_rules_keep_their_at_rules():
+    got = icons.css_rules("a{b:c}@media print{@supports (x:y){p q{r:s}}}/* {} */t{u:v}")
+    assert got == [
+        ((), "a", "b:c"),
+        (("@media print", "@supports (x:y)"), "p q", "r:s"),
+        ((), "t", "u:v"),
+    ]

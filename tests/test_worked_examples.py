@@ -88,13 +88,22 @@ def _untranspose(text: str) -> str:
     return _TRANSPOSED.sub(flip, text)
 
 
-NUMBER = re.compile(r"(?<![\w.])([-\u2212])?(∞|\\infty|\d+(?:\.\d+)?)")
+NUMBER = re.compile(
+    r"(?<![\w.])([-\u2212])?(∞|\\infty|\d+(?:\.\d+)?)(?: × 10([\u207b]?[\u2070-\u2079¹²³]+))?"
+)
+_SUPERSCRIPT_DIGITS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 
 
 def numbers_in(text: str) -> list[tuple[float, str]]:
+    """The numbers shown in ``text``, each with its digits as written; one with a power of ten
+    (``sci``: "9.384 × 10⁻⁵") as the positional digits it stands for ("0.00009384")."""
     out = []
-    for sign, body in NUMBER.findall(text):
+    for sign, body, power in NUMBER.findall(text):
         v = math.inf if body in ("∞", "\\infty") else float(body)
+        if power:
+            p = int(power.translate(_SUPERSCRIPT_DIGITS))
+            v = float(f"{body}e{p}")
+            body = f"{v:.{max(len(body.partition('.')[2]) - p, 0)}f}"
         out.append((-v if sign else v, body))
     return out
 

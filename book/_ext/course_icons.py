@@ -4,14 +4,24 @@ pydata-sphinx-theme loads ``_static/scripts/fontawesome.js`` (1.5 MB, about 540 
 every page to turn each ``<i class="fa-solid fa-bars"></i>`` into an ``<svg>``: a third to a
 half of a page's weight, for the 16 icons of the header, the sidebar and the buttons. This
 extension does the same at build time: after the build, each such ``<i>`` in the written pages
+(and each empty ``<span class="fa-solid ...">``, which the web font would draw)
 becomes the ``<svg>`` the script would have drawn (its path read from the theme's own
 ``fontawesome.js``, so the icons stay the theme's), the ``<script>`` tag goes, and the script
 and its source map are not shipped. An icon the theme's file does not hold stays an ``<i>``
-and is logged. (The admonitions' icons are Font Awesome's web font, in the theme's CSS; they
-load only where an admonition shows one.)
+and is logged.
 
-``tests/test_icons.py`` checks the parsing and the rewrite; ``tests/test_browser.py`` that
-no page loads the script and every icon is drawn.
+The theme's CSS draws a few more icons with Font Awesome's web font (``fa-solid-900.woff2``,
+150 KB, fetched by every page that shows one: an admonition's title, a download link, the
+external-link arrow, "Hide search matches", the secondary sidebar's chevron): a ``::before`` or
+``::after`` whose ``content`` is the icon's character. ``icon_mask_css`` rewrites each such rule
+of the theme's stylesheets into one that draws the same icon as a CSS mask (the SVG path from
+``fontawesome.js``, as a ``data:`` URL, painted in the rule's own colour), with an empty
+``content``, so no text needs the font and no page downloads it. The rules go at the end of
+``course-icons.css``, after the theme's.
+
+``tests/test_icons.py`` checks the parsing and the rewrites; ``tests/test_browser.py`` that
+no page loads the script and every icon is drawn; ``tests/test_icon_font_browser.py`` that no
+page requests Font Awesome's fonts and that the admonitions still show their icons.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 import functools
 import html
 import re
+import urllib.parse
 from pathlib import Path
 
 from sphinx.util import logging
@@ -35,13 +46,19 @@ HERE = Path(__file__).resolve().parent
 _PACK = re.compile(r"var p=\{")
 _LOADER = re.compile(r'd\("(fa[bsr])",p\)')
 _ICON = re.compile(
-    r'(?:"([a-z0-9-]+)"|\b([a-z0-9]+)):\[(\d+),(\d+),\[([^\]]*)\],"[0-9a-f]*","(M[^"]*)"\]'
+    r'(?:"([a-z0-9-]+)"|\b([a-z0-9]+)):\[(\d+),(\d+),\[([^\]]*)\],"([0-9a-f]*)","(M[^"]*)"\]'
 )
 STYLES = {"fab": "fab", "fa-brands": "fab", "far": "far", "fa-regular": "far"}
 STYLES.update({"fas": "fas", "fa-solid": "fas", "fa": "fas"})
 
 # <i class="fa-solid fa-bars"></i>, <i class="fab fa-github" aria-hidden="true"></i>
 _I = re.compile(r'<i class="([^"]*\bfa[a-z-]*\b[^"]*)"([^>]*)>\s*</i>')
+# <span class="fa-solid fa-bars"></span> (sphinx-book-theme's header buttons): the same icon,
+# which the web font would draw; only with a style class, so a "fancy" span stays a span.
+_SPAN = re.compile(
+    r'<span class="((?:[^"]*\s)?(?:fa-solid|fa-regular|fa-brands|fas|far|fab)(?=[\s"])[^"]*)"'
+    r'([^>]*)>\s*</span>'
+)
 _SCRIPT_TAG = re.compile(
     r'[ \t]*<script[^>]*src="[^"]*scripts/fontawesome\.js[^"]*"[^>]*></script>\n?'
 )
@@ -49,7 +66,8 @@ _SCRIPT_TAG = re.compile(
 
 def parse_icons(source: str) -> dict[tuple[str, str], tuple[int, int, str]]:
     """The icons of a ``fontawesome.js``: ``(style, name) -> (width, height, path)``, style
-    one of ``fas``, ``far``, ``fab``."""
+    one of ``fas``, ``far``, ``fab``; each also under ``(style, character)``, the character
+    of the web font that draws it (``(fas, "\uf05a")``: the circled "i")."""
     icons: dict[tuple[str, str], tuple[int, int, str]] = {}
     starts = [m.start() for m in _PACK.finditer(source)] + [len(source)]
     for start, end in zip(starts, starts[1:]):
@@ -59,10 +77,12 @@ def parse_icons(source: str) -> dict[tuple[str, str], tuple[int, int, str]]:
             continue
         style = loader.group(1)
         for m in _ICON.finditer(chunk, 0, loader.start()):
-            icon = (int(m.group(3)), int(m.group(4)), m.group(6))
+            icon = (int(m.group(3)), int(m.group(4)), m.group(7))
             # the name, and its older names (Font Awesome 5's "pencil-alt", ...)
             for name in [m.group(1) or m.group(2), *re.findall(r'"([a-z0-9-]+)"', m.group(5))]:
                 icons.setdefault((style, name), icon)
+            if m.group(6):  # the character the web font draws it for: (style, "\uf05a")
+                icons.setdefault((style, chr(int(m.group(6), 16))), icon)
     return icons
 
 
@@ -93,7 +113,8 @@ def svg(classes: str, attrs: str, icons: dict) -> str | None:
 
 
 def inline_icons(page: str, icons: dict) -> tuple[str, set[str]]:
-    """``page`` with its Font Awesome ``<i>`` icons as ``<svg>`` and the script's tag gone;
+    """``page`` with its Font Awesome ``<i>`` (and empty ``<span>``) icons as ``<svg>`` and the
+    script's tag gone;
     and the classes of the icons left as they were (unknown)."""
     unknown: set[str] = set()
 
@@ -104,7 +125,123 @@ def inline_icons(page: str, icons: dict) -> tuple[str, set[str]]:
             return m.group(0)
         return out
 
-    return _SCRIPT_TAG.sub("", _I.sub(repl, page)), unknown
+    return _SCRIPT_TAG.sub("", _SPAN.sub(repl, _I.sub(repl, page))), unknown
+
+
+# --------------------------------------------------------------------- the web font's icons
+# The theme's stylesheets that draw icons with the web font, in _static.
+THEME_CSS = ("styles/pydata-sphinx-theme.css", "styles/sphinx-book-theme.css")
+_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_TOKEN = re.compile(r"([^{}]*)([{}])")
+_VAR = re.compile(r"(--[\w-]+):\s*(\"(?:\\.|[^\"\\])*\"|var\(--[\w-]+\))")
+_CONTENT = re.compile(r"(?<![\w-])content:\s*(\"(?:\\.|[^\"\\])*\"|var\(--[\w-]+\))")
+_FA_CLASS = re.compile(r"\.fa[a-z]?\b|\.fa-")
+# The drawing: the rule's colour through the icon's shape, a 1em box where the glyph stood;
+# the font is the text's, not Font Awesome's (an empty box still asks its font for a strut, and
+# Chromium fetches the font for that).
+MASK = (
+    "font-family:inherit;font-weight:inherit;display:inline-block;min-width:1em;min-height:1em;vertical-align:-0.125em;"
+    "background-color:currentColor;-webkit-mask:{url} center/contain no-repeat;"
+    "mask:{url} center/contain no-repeat"
+)
+
+
+def css_rules(css: str) -> list[tuple[tuple[str, ...], str, str]]:
+    """The style rules of a stylesheet, ``(at-rules around it, selector, declarations)``: a
+    rule inside ``@media (min-width:1200px){...}`` keeps that condition."""
+    rules, stack = [], []
+    for m in _TOKEN.finditer(_COMMENT.sub("", css)):
+        text = " ".join(m.group(1).split())
+        if m.group(2) == "{":
+            stack.append(text)
+        elif stack:
+            prelude = stack.pop()
+            if not prelude.startswith("@"):
+                rules.append((tuple(stack), prelude, text))
+    return rules
+
+
+def _css_string(value: str) -> str:
+    """A CSS string's text: ``"\\f107"`` and ``"\uf107"`` are both ``"\uf107"``."""
+    body = value[1:-1]
+    return re.sub(
+        r"\\([0-9a-fA-F]{1,6})\s?|\\(.)",
+        lambda m: chr(int(m.group(1), 16)) if m.group(1) else m.group(2),
+        body,
+    )
+
+
+def _icon_of(icons: dict, glyph: str) -> tuple[int, int, str] | None:
+    """The icon the web font draws for ``glyph``: solid first (the theme's ``--fa-font-solid``),
+    then brands, then regular."""
+    return next((icons[(s, glyph)] for s in ("fas", "fab", "far") if (s, glyph) in icons), None)
+
+
+def _font_glyph(text: str) -> str | None:
+    """The one private-use character (where Font Awesome puts its icons) ``text`` is, or None."""
+    return text if len(text) == 1 and 0xE000 <= ord(text) <= 0xF8FF else None
+
+
+def mask_url(width: int, height: int, path: str) -> str:
+    """An icon as a ``url("data:image/svg+xml,...")`` for ``mask``."""
+    svg = (
+        f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}'>"
+        f"<path d='{path}'/></svg>"
+    )
+    return 'url("data:image/svg+xml,' + urllib.parse.quote(svg, safe=" /=:',.-") + '")'
+
+
+def icon_mask_css(stylesheets: list[str], icons: dict) -> tuple[str, set[str]]:
+    """CSS that draws every web-font icon of ``stylesheets`` as a mask: for each rule whose
+    ``content`` is a Font Awesome character (directly or through a ``--pst-icon-*`` variable),
+    the same selector with ``content: ""`` and the icon's shape; each icon's data URL once, as
+    a custom property of ``:root``. Rules for Font Awesome's own classes (``.fa-bars:before``:
+    the ``<i>`` icons, inline SVG already) are left alone. Returns the CSS and the characters
+    with no icon in ``icons`` (their rules are left as they were)."""
+    rules_in = [rule for sheet in stylesheets for rule in css_rules(sheet)]
+    values = {name: value for _, _, body in rules_in for name, value in _VAR.findall(body)}
+
+    def resolve(value: str, depth: int = 0) -> str | None:
+        if value.startswith("var(") and depth < 10:
+            inner = values.get(value[4:-1])
+            return resolve(inner, depth + 1) if inner else None
+        return _css_string(value) if value.startswith('"') else None
+
+    used: dict[str, str] = {}  # glyph -> custom property
+    rules: list[str] = []
+    unknown: set[str] = set()
+    for around, selector, body in rules_in:
+        content = _CONTENT.search(body)
+        if not content or _FA_CLASS.search(selector):
+            continue
+        glyph = _font_glyph(resolve(content.group(1)) or "")
+        if glyph is None:
+            continue
+        if _icon_of(icons, glyph) is None:
+            unknown.add(f"U+{ord(glyph):04X}")
+            continue
+        prop = used.setdefault(glyph, f"--course-icon-{ord(glyph):x}")
+        rule = f'{selector}{{content:"";' + MASK.format(url=f"var({prop})") + "}"
+        for at in reversed(around):  # inside its @media, as in the theme
+            rule = f"{at}{{{rule}}}"
+        rules.append(rule)
+    root = ";".join(f"{prop}:{mask_url(*_icon_of(icons, glyph))}" for glyph, prop in used.items())
+    head = "/* Generated by course_icons.icon_mask_css: the theme's web-font icons as masks. */\n"
+    return (head + f":root{{{root}}}\n" + "\n".join(rules) + "\n") if rules else "", unknown
+
+
+def write_icon_css(out: Path, icons: dict) -> set[str]:
+    """``_static/course-icons.css``: the SVG rules (``icons_static``) and the web font's icons
+    as masks (``icon_mask_css`` of the theme's stylesheets in ``out``)."""
+    sheets = [
+        (out / "_static" / name).read_text(encoding="utf-8")
+        for name in THEME_CSS
+        if (out / "_static" / name).exists()
+    ]
+    masks, unknown = icon_mask_css(sheets, icons)
+    base = (HERE / "icons_static" / CSS).read_text(encoding="utf-8")
+    (out / "_static" / CSS).write_text(base + "\n" + masks, encoding="utf-8")
+    return unknown
 
 
 def rewrite_pages(app, exception) -> None:
@@ -125,6 +262,9 @@ def rewrite_pages(app, exception) -> None:
         (out / "_static" / "scripts" / name).unlink(missing_ok=True)
     if unknown:
         logger.warning(f"course_icons: no inline SVG for {sorted(unknown)}; left as <i>")
+    glyphs = write_icon_css(out, icons)
+    if glyphs:
+        logger.warning(f"course_icons: no icon for the web font's {sorted(glyphs)}; left as text")
 
 
 def configure(app, config) -> None:
