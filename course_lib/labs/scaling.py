@@ -133,16 +133,18 @@ def fit_power_law_with_floor(
     compute: Sequence[float], loss: Sequence[float], grid: int = 2000
 ) -> PowerLaw:
     """Fit L(C) = E + a * C^(-alpha) with an irreducible loss E in [0, min L), minimising the
-    squared error of log L. For each E on a fine grid the rest is a straight-line fit of
-    log(L - E); the best E is then refined by golden-section search. Needs >= 4 points
-    (three parameters and at least one degree of freedom)."""
+    squared error of log L. A start: for each E on a fine grid, a straight-line fit of
+    log(L - E) (a profile that is close to, not at, the minimum), the best E refined by
+    golden-section search; then damped Gauss-Newton steps on all three numbers at once reach
+    the minimum of the error itself. Needs >= 4 points (three parameters and at least one
+    degree of freedom)."""
     C, L = _check(compute, loss, 4, "fit_power_law_with_floor")
+    top = float(L.min()) * (1 - 1e-9)
 
     def err(E: float) -> float:
         a, alpha, _ = _log_fit(C, L - E)
         return float(np.mean((np.log(L) - np.log(E + a * C ** (-alpha))) ** 2))
 
-    top = float(L.min()) * (1 - 1e-9)
     Es = np.linspace(0.0, top, grid, endpoint=False)
     errs = [err(E) for E in Es]
     k = int(np.argmin(errs))
@@ -156,9 +158,44 @@ def fit_power_law_with_floor(
             lo = m1
     E = (lo + hi) / 2
     a, alpha, _ = _log_fit(C, L - E)
+    log_a, alpha, E = _polish_floored(np.log(C), np.log(L), math.log(a), alpha, E, top)
+    rmse = math.sqrt(float(np.mean(_floored_residual(np.log(C), np.log(L), log_a, alpha, E) ** 2)))
     return PowerLaw(
-        a, alpha, float(E), math.sqrt(err(E)), C.size, (float(C.min()), float(C.max())), params=3
+        math.exp(log_a), alpha, E, rmse, C.size, (float(C.min()), float(C.max())), params=3
     )
+
+
+def _floored_residual(logC, logL, log_a: float, alpha: float, E: float) -> np.ndarray:
+    """ln(E + a C^-alpha) - ln L at every point: the error the floored fit minimises."""
+    return np.log(E + np.exp(log_a - alpha * logC)) - logL
+
+
+def _polish_floored(logC, logL, log_a, alpha, E, top, steps: int = 200):
+    """Levenberg-Marquardt on (ln a, alpha, E) from a close start, E kept in [0, top]: a step
+    is taken only if it lowers the squared error (else the damping grows), so the result is
+    never worse than the start."""
+    x = np.array([log_a, alpha, E])
+    r = _floored_residual(logC, logL, *x)
+    damping = 1e-3
+    for _ in range(steps):
+        power = np.exp(x[0] - x[1] * logC)  # a C^-alpha, (n,)
+        model = x[2] + power
+        J = np.stack([power / model, -power * logC / model, 1 / model], axis=1)  # (n, 3)
+        A, grad = J.T @ J, J.T @ r
+        step = np.linalg.solve(A + damping * np.diag(np.diag(A)), -grad)
+        trial = x + step
+        trial[2] = min(max(trial[2], 0.0), top)
+        r_trial = _floored_residual(logC, logL, *trial)
+        if r_trial @ r_trial < r @ r:
+            done = (r @ r - r_trial @ r_trial) <= 1e-15 * (r @ r)
+            x, r, damping = trial, r_trial, max(damping / 10, 1e-12)
+            if done:
+                break
+        else:
+            damping *= 10
+            if damping > 1e12:
+                break
+    return float(x[0]), float(x[1]), float(x[2])
 
 
 def isoflop_minima(runs: Sequence[dict]) -> list[dict]:
