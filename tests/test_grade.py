@@ -44,7 +44,7 @@ def _code(src):
     return {"code": src}
 
 
-SEQ, PATH, RNN, ATT = "sequential_steps", "max_path_length", "rnn_forward", "self_attention"
+SEQ, PATH, RNN, ATT = "dependence", "layers_to_connect", "rnn_forward", "self_attention"
 
 
 def _submissions() -> dict[str, object]:
@@ -53,7 +53,10 @@ def _submissions() -> dict[str, object]:
     subs["loop"] = _all_solution(
         **{
             SEQ: _code("while True:\n    pass"),
-            PATH: _code("def max_path_length(T, layer):\n    while True:\n        T += 1"),
+            PATH: _code(
+                "def layers_to_connect(layer, x, max_layers=64):\n    while True:\n"
+                "        max_layers += 1"
+            ),
         }
     )
     # the kernel dies: os._exit inside the function a check calls; a segfault at the top of a cell
@@ -69,7 +72,7 @@ def _submissions() -> dict[str, object]:
     # sys.exit() inside the function (a FAIL) and at the top of a cell after a correct function
     subs["sys_exit"] = _all_solution(
         **{
-            SEQ: _code("import sys\ndef sequential_steps(T, layer):\n    sys.exit(1)"),
+            SEQ: _code("import sys\ndef dependence(f, x):\n    sys.exit(1)"),
             PATH: _code(_answer_source(PATH) + "\nimport sys\nsys.exit()"),
         }
     )
@@ -79,18 +82,18 @@ def _submissions() -> dict[str, object]:
     )
     # the answer cell turned into markdown
     nb = _all_solution()
-    cell = _cell(nb, "sequential-steps-answer")
+    cell = _cell(nb, "dependence-answer")
     nb.cells[nb.cells.index(cell)] = nbformat.v4.new_markdown_cell(cell.source, id=cell.id)
     subs["markdown"] = nb
     # tampering: edited, deleted and re-tagged check cells, nbval markers in answers; stubs left
     # in place
     nb = make_submission(_sol())
-    c = _cell(nb, "sequential-steps-check-1")
+    c = _cell(nb, "dependence-check-1")
     c.source = (
-        "print('[PASS] RNN needs T steps and attention 1, for T in (3, 17, 64)')\n"
-        "print('[PASS] an unknown layer name raises ValueError')"
+        "print('[PASS] an RNN: output t depends on the inputs up to t')\n"
+        "print('[PASS] a layer whose lag-2 features cancel in a sum')"
     )
-    nb.cells.remove(_cell(nb, "max-path-length-check-1"))
+    nb.cells.remove(_cell(nb, "layers-to-connect-check-1"))
     _cell(nb, "self-attention-check-1").metadata["tags"] = [
         "nbval-skip",
         "raises-exception",
@@ -384,7 +387,7 @@ def test_extraction_finds_answers_without_ids_and_ignores_trusted_copies():
     sol = _sol()
     spec = load_spec(sol, STEM)
     sub = _all_solution()
-    check = _cell(sub, "sequential-steps-check-1")
+    check = _cell(sub, "dependence-check-1")
     sub.cells.insert(
         sub.cells.index(check) + 1, copy.deepcopy(check)
     )  # a pasted copy of a check cell
@@ -393,7 +396,7 @@ def test_extraction_finds_answers_without_ids_and_ignores_trusted_copies():
     for c in sub.cells:  # a tool that drops cell ids
         c.pop("id", None)
     answers, notes = extract_answers(sub, spec, sol)
-    assert answers["sequential_steps"] == [_answer_source(SEQ)]
+    assert answers[SEQ] == [_answer_source(SEQ)]
     assert answers["rnn_forward"] == [_answer_source(RNN), helper.source]
     assert all(len(answers[n]) == 1 for n in (PATH, ATT))
     assert notes == []
