@@ -348,7 +348,7 @@ LINT_CASES = [
     ("%timeit 1", "IPython magics"),
     ("!ls", "IPython magics"),
     ("import builtins", "importing builtins"),
-    ("def f():\n    return _ref_steps(1, 'rnn')", "_ref_steps belongs to a check cell"),
+    ("def f():\n    return _layers(None)", "_layers belongs to a check cell"),
     ("get_ipython().events.register('post_run_cell', print)", "get_ipython is not allowed"),
     ("import sys\nsys.stdout = None", "changing sys.stdout"),
     # a module read inside an index is not a module changed (Y is what changes) ...
