@@ -165,7 +165,7 @@ def test_a_batch_on_a_dask_cluster_grades_the_same_gradebook_as_the_local_run(
         (f"carol_{STEM}.ipynb", "graded", remote[2]["score"]),
         ("dave.ipynb", "unreadable", "0.0"),
     ]
-    assert 0 < float(remote[2]["score"]) < 8
+    assert 0 < float(remote[2]["score"]) < FULL
     graded_on = set()
     for r in remote:
         rep = json.loads((tmp_path / "dask" / r["report"]).read_text())

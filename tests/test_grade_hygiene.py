@@ -42,7 +42,7 @@ STEM = "01_why_transformers"
 # full marks of the notebook the batches grade (its solution, read once)
 FULL = load_spec(nbformat.read(SOLUTIONS / f"{STEM}.ipynb", as_version=4), STEM).max_score
 SOL = SOLUTIONS / f"{STEM}.ipynb"
-SEQ = "sequential_steps"
+SEQ = "dependence"
 
 
 def _sol():
@@ -174,7 +174,7 @@ def test_deep_truncated_huge_and_malformed_json_is_unreadable(tmp_path):
         node = node["x"]
     _unreadable(json.dumps(deep_meta).encode(), "nested too deeply")
     _unreadable(good[: len(good) // 2], "not valid notebook JSON")
-    _unreadable(good.replace(b"sequential_steps", b"s\xe9quential_steps", 1), "not UTF-8")
+    _unreadable(good.replace(b"dependence", b"d\xe9pendence", 1), "not UTF-8")
     _unreadable(b"", "empty")
     _unreadable(b"1" * 5000, "not valid notebook JSON")  # an integer too long to convert
     _unreadable(b'{"cells": 3}', "not a list of cells")
@@ -231,7 +231,7 @@ def test_line_separators_cannot_hide_nbval_markers(sep):
     sol = _sol()
     spec = load_spec(sol, STEM)
     sub = _full()
-    cell = next(c for c in sub.cells if c.get("id") == "sequential-steps-answer")
+    cell = next(c for c in sub.cells if c.get("id") == "dependence-answer")
     cell.source = (
         cell.source.replace("\n", sep)
         + sep

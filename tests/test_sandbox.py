@@ -288,7 +288,7 @@ def test_a_single_notebook_grades_unsandboxed_and_says_so_once(monkeypatch, caps
 
 
 # --------------------------------------------------------------------------- hostile submissions
-SEQ, PATH, RNN, ATT = "sequential_steps", "max_path_length", "rnn_forward", "self_attention"
+SEQ, PATH, RNN, ATT = "dependence", "layers_to_connect", "rnn_forward", "self_attention"
 
 
 def _answer(stem, name):
