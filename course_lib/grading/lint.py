@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from .spec import NotebookSpec, role
+from .spec import NotebookSpec, parse, role
 
 __all__ = ["lint_answer", "trusted_bindings"]
 
@@ -137,7 +137,7 @@ def trusted_bindings(sol, spec: NotebookSpec) -> tuple[dict[str, str], set[str]]
     for cell in sol.cells:
         if cell.cell_type == "code" and role(cell) in ("setup", "check"):
             target = names if role(cell) == "setup" else in_checks
-            for node in _toplevel(ast.parse(cell.source).body):
+            for node in _toplevel(parse(cell.source).body):
                 target.update(_bindings(node))
     names.pop("_", None)
     check_only = set(in_checks) - set(names) - {"_"}
@@ -357,7 +357,7 @@ def lint_answer(
     problems: the code runs and the error shows up in the feedback."""
     py = _python(code)
     try:
-        tree = ast.parse(py)
+        tree = parse(py)
     except SyntaxError:
         return []
     if py.strip() != code.strip() and "get_ipython()" in py and "get_ipython" not in code:

@@ -31,7 +31,7 @@ from pathlib import Path
 from . import sandbox as sandboxing
 from .checker import Checker
 from .notebooks import GraderError
-from .spec import NotebookSpec, meta, role
+from .spec import NotebookSpec, meta, parse, role
 from .student import FrameBuffer
 from .wire import one_line, write_frame
 
@@ -92,7 +92,7 @@ def student_names(sol) -> list[str]:
     names: set[str] = set()
     for cell in sol.cells:
         if cell.cell_type == "code" and role(cell) == "answer":
-            for node in ast.parse(cell.source).body:
+            for node in parse(cell.source).body:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     names.add(node.name)
                 elif isinstance(node, (ast.Assign, ast.AnnAssign)):
