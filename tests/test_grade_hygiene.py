@@ -481,3 +481,36 @@ def test_a_killed_batch_keeps_every_finished_report(tmp_path):
     ]
     assert json.loads((out / f"b_{STEM}.grade.json").read_text())["score"] == FULL
     assert json.loads((out / "a~broken.grade.json").read_text())["status"] == "unreadable"
+
+
+def test_the_graders_threads_parse_one_at_a_time(monkeypatch):
+    """CPython 3.11 keeps the AST constructor's recursion counter in state every thread shares
+    (python/cpython#106905): a batch's first two gradings, loading one solution side by side,
+    failed with "AST constructor recursion depth mismatch". Every parse in the grader's process
+    goes through ``spec.parse``, which holds a lock; only the student's one-thread process
+    (``student.py``) parses by itself."""
+    from course_lib.grading import lint, spec
+
+    bare = [
+        p.name
+        for p in (ROOT / "course_lib" / "grading").glob("*.py")
+        if "ast.parse(" in p.read_text() and p.name not in ("spec.py", "student.py")
+    ]
+    assert not bare, f"parse with course_lib.grading.spec.parse, not ast.parse: {bare}"
+
+    class CountingLock:
+        entered = 0
+
+        def __enter__(self):
+            CountingLock.entered += 1
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(spec, "_PARSE_LOCK", CountingLock())
+    sol = nbformat.read(SOLUTIONS / "05_worked_examples.ipynb", as_version=4)
+    parsed = load_spec(sol, "05_worked_examples")  # every check cell's names and hints
+    lint.trusted_bindings(sol, parsed)  # every set-up and check cell
+    lint.lint_answer("x = 1", {}, [], "attention_weights")
+    trusted = [c for c in sol.cells if c.cell_type == "code" and spec.role(c) in ("setup", "check")]
+    assert CountingLock.entered >= len(trusted) + 1
