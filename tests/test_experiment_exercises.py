@@ -21,17 +21,20 @@ from tools.exercises import SOLUTIONS
 ROUND_OFF = 1e-6  # float64 round-off over 20 steps is ~1e-15: a million times below this margin
 
 
-def _cells(stem):
+def _solution_env(stem: str, *cell_ids: str) -> dict:
+    """The names a solution notebook's cells ``cell_ids`` define, run in order here."""
     nb = nbformat.read(SOLUTIONS / f"{stem}.ipynb", as_version=4)
-    return {c.id: c.source for c in nb.cells}
+    cells, env = {c.id: c.source for c in nb.cells}, {}
+    for cid in cell_ids:
+        exec(cells[cid], env)  # trusted notebook code
+    return env
 
 
 @pytest.fixture(scope="module")
 def worked():
-    cells, env = _cells("05_worked_examples"), {}
-    for cid in ("setup", "setup-examples-4-6", "training-experiments-answer"):
-        exec(cells[cid], env)  # trusted notebook code
-    return env
+    return _solution_env(
+        "05_worked_examples", "setup", "setup-examples-4-6", "training-experiments-answer"
+    )
 
 
 def _run(env, lr, steps):
@@ -78,10 +81,7 @@ def test_worked_training_claims_have_margins(worked, one_thread):
 
 @pytest.fixture(scope="module")
 def race():
-    cells, env = _cells("15_speedrun"), {}
-    for cid in ("setup", "tuned-rates-setup", "tuned-rates-answer"):
-        exec(cells[cid], env)  # trusted notebook code
-    return env
+    return _solution_env("15_speedrun", "setup", "tuned-rates-setup", "tuned-rates-answer")
 
 
 @pytest.mark.slow
