@@ -378,12 +378,15 @@ def grade_batch(
                 continue
             yield rel, data, shown, stem
 
+    from . import runner
+
     try:
         with cluster.connect(scheduler, workers or os.cpu_count() or 1) as client:
             cluster.run_gradings(
                 client, jobs(), cluster.solutions_payload(solutions_dir, stems), kwargs, record
             )
     finally:
+        runner.close_spares()
         bar.close()
     return book.in_order()
 
