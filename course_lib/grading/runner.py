@@ -1,16 +1,27 @@
 """Running one grading: the student's process and the checker, side by side.
 
-- the **student's process** (``student``): a zygote in the bubblewrap sandbox (``sandbox``)
-  where there is one, forking one fresh child per exercise that runs the student's answers and
-  records what the student's code returns, as plain data;
+- the **student's process** (``student``): a zygote in a bubblewrap sandbox of its own
+  (``sandbox``), one sandbox per submission, forking one fresh child per exercise that runs the
+  student's answers under the seccomp allow-list (``lockdown``) and records what the student's
+  code returns, as plain data;
 - the **checker** (``checker``): a trusted process that never runs student code; it runs the
   trusted cells and judges each outcome as the student's process reports it.
 
-``run_exercises`` starts both, passes each exercise's outcomes from the one to the other as
-they arrive (validated: the sandbox's output is untrusted), and restarts the student's process
-for the exercises still to run if it dies as a whole (a child cannot stop the zygote, see
-``lockdown.confine``, but the design does not depend on it). It returns what happened to each
-exercise and the checker's verdicts.
+``run_exercises`` starts both, hands the sandbox its plan (the only thing that goes in: the
+plan of one submission, read only inside that submission's sandbox) and passes each exercise's
+outcome from the one to the other as it arrives. The sandbox's messages are untrusted: each
+must carry this submission's token, in the order ``ready``, then ``start`` and the outcome of
+each exercise of the plan in turn, then ``done``; a message that is anything else stops the
+sandbox and fails this submission alone (``GraderError``: a row of its own in a batch). Every
+wait has a deadline (handing over the plan, each message, stopping the sandbox, the checker's
+socket). If the sandbox dies as a whole, the exercise it was running crashed and a fresh
+sandbox runs the exercises left.
+
+Sandboxes are started ahead of need (``_Spares``): once this process has graded a submission,
+each grading also starts the sandbox of the next one, so that its start (Python and torch,
+about 1.5 s of CPU) overlaps with this grading. A spare has read no plan and is no one's until
+taken; every sandbox serves exactly one submission and is then stopped with all it held. It
+returns what happened to each exercise and the checker's verdicts.
 """
 
 from __future__ import annotations
