@@ -24,6 +24,7 @@ import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
+from hostile_support import NETWORK, NEW_PROCESSES, SIGNALS, TRACE, unseen
 
 from course_lib.grading import grade as grading
 from course_lib.grading import guard
@@ -315,6 +316,12 @@ def _attack(stem, name, attack: str) -> dict:
     }
 
 
+def _unseen_attack(stem, name, attack: str) -> dict:
+    """Like ``_attack``, with the attack run unseen by the answer lint (``hostile_support``)."""
+    code = unseen(attack) + _answer(stem, name)
+    return {"code": code + f"\nif _got_through:\n    {name} = None\n"}
+
+
 def _sub(stem, **answers):
     sol = nbformat.read(SOLUTIONS / f"{stem}.ipynb", as_version=4)
     choose = {ex.name: "solution" for ex in load_spec(sol, stem).exercises}
@@ -379,22 +386,13 @@ def hostile(tmp_path_factory):
                     f'_fd = {OPEN}("{folder}/files.ipynb", os.O_RDONLY)\n'
                     '_got_through = len(os.read(_fd, 100)) > 0',
                 ),
-                PATH: _attack(
-                    s1,
-                    PATH,
-                    '_s = getattr(sys, "mod" + "ules")["socket"].create_connection('
-                    f'("127.0.0.1", {port}), timeout=2)\n_got_through = True',
-                ),
-                RNN: _attack(
-                    s1,
-                    RNN,
-                    '_n = 0\nfor _i in range(200):\n'
-                    '    if getattr(os, "fo" + "rk")() == 0:\n        os._exit(0)\n'
-                    '    _n += 1\n_got_through = _n > 0',
-                ),
-                ATT: _attack(
-                    s1, ATT, "os.kill(os.getppid(), 9)\nos.kill(1, 9)\n_got_through = True"
-                ),
+                # every socket family, and a connection to a server on the grading machine
+                PATH: _unseen_attack(s1, PATH, NETWORK.replace("PORT", str(port))),
+                # every native route to a new process: fork, posix_spawn, subprocess, system,
+                # clone, exec (int 0x80 and x32: tests/test_lockdown.py, test_isolation.py)
+                RNN: _unseen_attack(s1, RNN, NEW_PROCESSES),
+                # every signal route to every other visible process, ptrace, process_vm_readv
+                ATT: _unseen_attack(s1, ATT, SIGNALS + TRACE),
             },
         ),
         "disk_and_routes": _sub(
@@ -506,9 +504,11 @@ def test_nothing_outside_the_scratch_folder_changes(hostile):
 @needs_bwrap
 @pytest.mark.slow
 def test_no_other_submissions_no_network_no_processes(hostile):
+    """Each class by every route: another submission's file; every socket family and a
+    connection; every native route to a new process; every signal route to every process the
+    child can see, ptrace and process_vm_readv. All refused: full points everywhere."""
     rep = hostile["reports"]["neighbours"]
     assert hostile["connections"] == []
-    # killing the parent (the zygote) or the sandbox's init is refused: full points everywhere
     _full(rep, SEQ, PATH, RNN, ATT)
 
 

@@ -17,11 +17,11 @@ wait has a deadline (handing over the plan, each message, stopping the sandbox, 
 socket). If the sandbox dies as a whole, the exercise it was running crashed and a fresh
 sandbox runs the exercises left.
 
-Sandboxes are started ahead of need (``_Spares``): once this process has graded a submission,
-each grading also starts the sandbox of the next one, so that its start (Python and torch,
-about 1.5 s of CPU) overlaps with this grading. A spare has read no plan and is no one's until
-taken; every sandbox serves exactly one submission and is then stopped with all it held. It
-returns what happened to each exercise and the checker's verdicts.
+Sandboxes are started ahead of need (``_Spares``): in a batch, each grading, once its own
+sandbox is ready, also starts the sandbox of the next one, so that its start (Python and
+torch, about 1.5 s of CPU) overlaps with this grading. A spare has read no plan and is no
+one's until taken; every sandbox serves exactly one submission and is then stopped with all it
+held. ``run_exercises`` returns what happened to each exercise and the checker's verdicts.
 """
 
 from __future__ import annotations
