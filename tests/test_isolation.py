@@ -204,3 +204,74 @@ def test_no_report_holds_anything_of_another_submission(graded):
         for other, marker in graded["markers"].items():
             if other != name:
                 assert marker not in text, (name, other)
+
+
+# ---------------------------------------------------------------- the protocol (fast)
+def test_the_sandbox_may_send_only_its_own_messages_in_order():
+    """The grader's side of the protocol (``runner._Expect``): every message tagged with this
+    submission's token; ready, then each exercise's start and outcome in the plan's order,
+    then done. Anything else is flagged."""
+    from course_lib.grading.runner import _Expect
+
+    tok = "t0k"
+
+    def run(frames):
+        e = _Expect(tok, ["a", "b"])
+        for f in frames:
+            e.take(f)
+            if e.unexpected:
+                break
+        return e
+
+    good = [
+        {"sub": tok, "ready": True, "seconds": 0.1},
+        {"sub": tok, "start": "a"},
+        {"sub": tok, "exercise": "a", "status": "graded", "results": []},
+        {"sub": tok, "start": "b"},
+        {"sub": tok, "exercise": "b", "status": "crashed", "why": "x"},
+        {"sub": tok, "done": True},
+    ]
+    e = run(good)
+    assert e.done and not e.unexpected and e.next == 2
+    bad = {
+        "another submission's token": [{**good[0], "sub": "other"}],
+        "not a dict": [["ready"]],
+        "a start before ready": [good[1]],
+        "an exercise out of order": [good[0], {"sub": tok, "start": "b"}],
+        "an exercise it was not given": [good[0], {"sub": tok, "start": "zz"}],
+        "the outcome of another exercise": [good[0], good[1], {**good[2], "exercise": "b"}],
+        "an outcome without a start": [good[0], good[2]],
+        "done too early": [good[0], good[1], good[2], good[5]],
+        "ready twice": [good[0], good[0]],
+        "an unknown kind": [good[0], {"sub": tok, "idle": True}],
+    }
+    for why, frames in bad.items():
+        assert run(frames).unexpected, why
+
+
+def test_an_unexpected_message_fails_that_submission_alone(monkeypatch, tmp_path):
+    """A sandbox whose messages break the protocol is stopped and its submission reported as a
+    grader error (one row of its own in a batch); the next grading gets a fresh sandbox."""
+    from course_lib.grading import runner
+
+    class Forger:
+        stopped = False
+
+        def send(self, plan, deadline):
+            self.token = plan["token"]
+
+        def frames(self, deadline):
+            yield {"sub": self.token, "ready": True, "seconds": 0.0}
+            yield {"sub": "someone-else", "start": "dependence"}
+
+        def stop(self):
+            Forger.stopped = True
+            return ""
+
+    monkeypatch.setattr(runner._SPARES, "take", lambda sandbox, threads: Forger())
+    sub = tmp_path / f"{STEM}.ipynb"
+    sol = nbformat.read(SOLUTIONS / f"{STEM}.ipynb", as_version=4)
+    nbformat.write(make_submission(sol, {}), sub)
+    rep = grading.grade_one(sub, solutions_dir=SOLUTIONS, sandbox=False)
+    assert rep["status"] == "grader error", rep
+    assert "not tagged with this submission" in rep["error"] and Forger.stopped

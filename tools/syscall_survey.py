@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 from course_lib.grading import lockdown  # noqa: E402
 
 _LINE = re.compile(r"^(\d+)\s+(?:<\.\.\. (\w+) resumed>|(\w+)\((.*))")
-_RESULT = re.compile(r"=\s+(-?\w+)(?:\s+(E[A-Z0-9]+))?")
+# a call's result at the end of its line: "= 0", "= -1 EPERM (Operation not permitted)", "= ?"
+_RESULT = re.compile(r"=\s+(-?\w+|\?)(?:\s+(E[A-Z0-9]+))?(?:\s+\([^()]*\))?\s*$")
 
 
 def survey_trace(text: str) -> dict[str, dict]:
@@ -51,7 +52,7 @@ def survey_trace(text: str) -> dict[str, dict]:
     since: dict[str, int] = {}
     parent: dict[str, tuple[str, int]] = {}
     for i, pid, name, rest, _, _ in rows:
-        res = _RESULT.search(rest.rsplit(")", 1)[-1]) if ")" in rest else None
+        res = _RESULT.search(rest)
         if name == "seccomp" and "SECCOMP_SET_MODE_FILTER" in rest and rest.endswith("= 0"):
             since.setdefault(pid, i)
         if name in ("clone", "clone3") and res and res.group(1).isdigit():
@@ -70,7 +71,7 @@ def survey_trace(text: str) -> dict[str, dict]:
             if name in ("prctl", "ioctl", "fcntl"):
                 args = [a.strip() for a in rest.split(",")]
                 c["args"].add(args[0] if name == "prctl" else (args[1] if len(args) > 1 else ""))
-        res = _RESULT.search(rest.rsplit(")", 1)[-1]) if ")" in rest else None
+        res = _RESULT.search(rest)
         if res and res.group(2) == "EPERM" and not unfinished:
             calls[name]["refused"] += 1
     return calls
@@ -193,7 +194,7 @@ def main(argv=None) -> int:
         )
     unused = sorted(allowed - set(table))
     print(f"\non the allow-list, not seen: {', '.join(unused) or 'none'}")
-    bad = [g for g in graded if g[2] is None or (g[2] != g[3] if g[1] == "solution" else g[2] != 0)]
+    bad = [g for g in graded if g[2] is None or (g[2] != 0 if g[1] == "exercise" else g[2] != g[3])]
     print("scores as expected" if not bad else f"UNEXPECTED SCORES: {bad}")
     if args.json:
         out = {n: {**t, "args": sorted(t["args"])} for n, t in table.items()}

@@ -11,7 +11,9 @@ the course, and says so).
 ``Checker`` is the grader's handle: a process forked from a small server that has imported
 torch once (``_Server``, started once per grader process), fed one message per exercise as the
 student's process finishes it, so that judging overlaps with the student's run. Its verdicts
-are returned to the grader over the same connection.
+are returned to the grader over the same connection. The server (and so each checker) is
+non-dumpable, and neither side of a connection waits for the other without a deadline (socket
+timeouts: ``wait_s``).
 """
 
 from __future__ import annotations

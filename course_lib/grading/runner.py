@@ -310,7 +310,8 @@ class _Spares:
 
     def done(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> None:
         with self.lock:
-            self.active[(sandbox, threads)] -= 1
+            key = (sandbox, threads)
+            self.active[key] = max(0, self.active.get(key, 0) - 1)
 
     def close(self) -> None:
         with self.lock:
