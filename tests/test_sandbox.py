@@ -120,6 +120,33 @@ def test_inner_environment_is_small_and_points_into_the_scratch_folder():
     )
 
 
+@needs_bwrap
+def test_nothing_writable_is_on_sys_path_inside_the_sandbox():
+    """A file the student's code writes can never be imported in place of a module: every
+    sys.path entry in the sandbox is read-only, and the working folder (the writable scratch)
+    is not on it (PYTHONSAFEPATH)."""
+    code = (
+        "import json, os, sys, uuid\nout = {'cwd': os.getcwd(), 'path': sys.path, 'writable': []}\n"
+        "for p in sys.path:\n"
+        "    d = p or os.getcwd()\n"
+        "    if os.path.isdir(d):\n"
+        "        try:\n"
+        "            f = os.path.join(d, uuid.uuid4().hex + '.py')\n"
+        "            open(f, 'w').close(); os.remove(f); out['writable'].append(d)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print(json.dumps(out))\n"
+    )
+    sb, _ = sandboxing.probe()
+    cmd = sandboxing.command(sb, [sys.executable, "-c", code], {}, sandboxing.inner_env(1))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["cwd"] == sandboxing.SCRATCH
+    assert got["writable"] == [], got
+    assert "" not in got["path"] and sandboxing.SCRATCH not in got["path"], got["path"]
+
+
 # --------------------------------------------------------------------------- the guard
 @pytest.fixture
 def forbid():
