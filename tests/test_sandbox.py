@@ -90,6 +90,8 @@ def test_a_clone_under_tmp_gets_a_tmpfs_at_tmp_before_its_binds():
     tmpfs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--tmpfs"]
     assert tmpfs == ["/tmp", sandboxing.SCRATCH]
     assert cmd.index("--tmpfs") < cmd.index("/tmp/clone/.venv")  # mounted first, then bound into
+    ro = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--remount-ro"]
+    assert ro == ["/dev", "/", "/tmp"]  # the folders bwrap made there (on sys.path): read-only
     assert not any(a == "--symlink" and cmd[i + 2] == "/tmp" for i, a in enumerate(cmd))
 
 

@@ -144,7 +144,10 @@ def command(sb: Sandbox, argv: list[str], files: dict[str, int], env: dict[str, 
         if "/" in name:
             raise ValueError(f"sandbox files are plain names in the scratch folder, got {name!r}.")
         cmd += ["--file", str(fd), f"{SCRATCH}/{name}"]
-    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH, "--clearenv"]
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    if under_tmp:  # its own tmpfs: read-only too (the folders made for the binds are on sys.path)
+        cmd += ["--remount-ro", "/tmp"]
+    cmd += ["--chdir", SCRATCH, "--clearenv"]
     for k, v in env.items():
         cmd += ["--setenv", k, v]
     return cmd + ["--", *argv]
