@@ -13,9 +13,10 @@ sys.exit, a memory bomb, an infinite loop), hostile answers (deleting a canary f
 grading folder, a fork bomb, reading another submission, filling the scratch disk, killing the
 parent process, opening a network connection) and an unreadable file. Then grades the folder
 with ``python -m course_lib.grading.grade --batch`` once per mode and prints one table: wall
-time, submissions per minute, CPU seconds per submission (user + system of the grader and the
-processes it waited for: its sandboxes; not the checker server, which neither grader waits
-for), per-notebook grading time (from the reports' ``seconds``; all
+time, submissions per minute, CPU seconds per submission (user + system of the grader and of
+every process under it, this script reaping the orphans: the sandboxes and the checker server;
+not the checkers, which the server leaves to the kernel to reap), per-notebook grading time
+(from the reports' ``seconds``; all
 submissions, and the correct ones only), statuses, and the two invariants: exactly one
 gradebook row per submission, and the canary file outside untouched (the latter is expected to
 fail unsandboxed: that is what the sandbox is for). ``--json PATH`` also writes the numbers.
@@ -118,6 +119,26 @@ def make_class(folder: Path, n: int, stems: list[str], canary: Path) -> Counter:
     return kinds
 
 
+def _subreaper() -> None:
+    """Make this process the reaper of its orphaned descendants (Linux), so that the CPU time
+    of a sandbox's processes killed with it (not waited for by the grader) is counted here."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _reap_orphans(wait_s: float = 30.0) -> None:
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.1)
+
+
 def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path = ROOT) -> dict:
     """One ``--batch`` run of the grader in ``tree`` (this checkout, or a baseline's worktree)."""
     canary.write_text("canary\n")
@@ -142,6 +163,7 @@ def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path 
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
     wall = time.monotonic() - t0
+    _reap_orphans()  # the sandboxes' processes the grader killed rather than waited for
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     rows = (
@@ -199,6 +221,7 @@ def main(argv=None) -> int:
         "revision REV (a temporary worktree), sandboxed, first: before/after side by side",
     )
     args = ap.parse_args(argv)
+    _subreaper()
     prefixes = args.stems.split(",")
     stems = sorted(p.stem for p in SOLUTIONS.glob("*.ipynb") if p.stem.split("_")[0] in prefixes)
     base = Path(tempfile.mkdtemp(prefix="grading-batch-"))
