@@ -349,6 +349,10 @@ def grade_batch(
         kwargs["sandbox"] = sandbox  # each worker probes its own sandbox (True: required)
     else:
         kwargs["sandbox"] = False if resolve_sandbox(sandbox) is None else True
+        if kwargs.get("threads") is None:  # the cores shared by the gradings at a time: no
+            # more OpenMP threads than cores (oversubscribed threads spin and wait)
+            cores = os.cpu_count() or 1
+            kwargs["threads"] = max(1, cores // max(1, workers or cores))
     mode = "none" if kwargs["sandbox"] is False else "bwrap"
     book = Gradebook(out, rels)
     bar = tqdm(total=len(rels), desc="grading", unit="notebook", file=sys.stderr)
@@ -378,12 +382,17 @@ def grade_batch(
                 continue
             yield rel, data, shown, stem
 
+    from . import runner
+
+    runner.prefetch(True if not scheduler else None)  # the next sandbox starts during this one
     try:
         with cluster.connect(scheduler, workers or os.cpu_count() or 1) as client:
             cluster.run_gradings(
                 client, jobs(), cluster.solutions_payload(solutions_dir, stems), kwargs, record
             )
     finally:
+        runner.prefetch(None)
+        runner.close_spares()
         bar.close()
     return book.in_order()
 
@@ -429,7 +438,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="address-space limit (0: none)"
     )
-    ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the kernel")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads of the student's process (default: the cores; in a local batch, "
+        "the cores divided by the gradings at a time)",
+    )
     ap.add_argument(
         "--workers",
         type=int,
