@@ -149,7 +149,7 @@ def splice(job: Job) -> Plan:
         name = n.split(":")[0]
         if name in results:
             results[name].messages.append(n.split(": ", 1)[1])
-    return Plan(answers, stubs, results, notes, prediction_facts(job.sub, job.spec))
+    return Plan(answers, stubs, results, notes, prediction_facts(job.sub, job.spec, job.sol))
 
 
 def run(
@@ -334,7 +334,8 @@ def grade_batch(
     (default: cores). Each JSON report is written to ``out`` as soon as its grading ends, and
     ``out/gradebook.csv`` is rewritten with every result so far (``report.Gradebook``).
     ``sandbox`` as in ``grade`` (the CLI requires it; with a scheduler each worker checks).
-    Submissions are read here, defensively (``notebooks``), and only their bytes are sent."""
+    Submissions are read here, defensively (``notebooks``), and only what grading reads of them
+    (sources, execution counts, verdict lines: no outputs) is sent."""
     from tqdm import tqdm
 
     from . import cluster
@@ -368,8 +369,9 @@ def grade_batch(
         for rel in rels:
             shown = display_name(folder / rel)
             try:
-                data = read_submission(folder / rel, shown)
-                stem = find_solution(parse_notebook(data, shown), shown, solutions_dir).stem
+                nb = parse_notebook(read_submission(folder / rel, shown), shown)
+                stem = find_solution(nb, shown, solutions_dir).stem
+                data = nbformat.writes(nb).encode()  # what grading reads: no outputs
             except Unreadable as exc:
                 record(rel, _failed(shown, "unreadable", str(exc), mode))
                 continue
