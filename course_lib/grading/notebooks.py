@@ -28,9 +28,11 @@ import json
 import os
 import re
 import stat
+import warnings
 from pathlib import Path
 
 import nbformat
+from nbformat.validator import MissingIDFieldWarning
 
 from .spec import MARKER, NotebookSpec
 from .verdict import CHANGED, FAIL, PASS, parse_line
@@ -330,7 +332,9 @@ def parse_notebook(raw: bytes, name: str = "the notebook"):
             f"{MAX_TEXT_BYTES // 2**20} MB. Delete the text you pasted into cells and re-submit."
         )
     try:
-        nb = nbformat.reads(json.dumps(kept), as_version=4)
+        with warnings.catch_warnings():  # a 4.5 cell without an id gets one: matched by content
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            nb = nbformat.reads(json.dumps(kept), as_version=4)
     except Exception as exc:  # nbformat raises several types for malformed notebooks
         raise Unreadable(
             f"{name}: not a valid Jupyter notebook ({type(exc).__name__}: {str(exc)[:300]})."
