@@ -513,6 +513,11 @@ def test_later_cells_keep_what_they_need_and_nothing_else():
         ),
         ("_n = 'c'\ncheck_true(_n, lambda: f(1), bool, hint='h')", "string-literal"),
         ("check_true('c', hint='h', student=lambda: f(1))", "positional"),
+        (
+            "import course_lib.grading.checks as _c\n"
+            "_c.check_true('c', lambda: f(1), bool, hint='h')",
+            "bare name",
+        ),
     ],
 )
 def test_a_cell_that_cannot_be_split_is_an_error(cell, why):

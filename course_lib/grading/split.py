@@ -352,13 +352,15 @@ def _analyse(
         new, check, student = _rewrite_check(call, cell_id)
         return _Stmt(new, set(), set(), _reads(student), check=check), new
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
-            if sub.func.id in CHECK_FUNCS:
+        if isinstance(sub, ast.Call):
+            f = sub.func
+            called = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
+            if called in CHECK_FUNCS:
                 raise SplitError(
-                    f"check cell {cell_id}, line {sub.lineno}: {sub.func.id}(...) must be a "
-                    "statement of its own at the top level of the cell (not inside a loop, a "
-                    "function, a condition or an expression), so that the student's process can "
-                    "run it without its reference."
+                    f"check cell {cell_id}, line {sub.lineno}: {called}(...) must be a "
+                    "statement of its own at the top level of the cell, called by its bare name "
+                    "(not inside a loop, a function, a condition or an expression), so that the "
+                    "student's process can run it without its reference."
                 )
         if isinstance(sub, (ast.Global, ast.Nonlocal)):
             raise SplitError(
