@@ -464,7 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="address-space limit (0: none)"
     )
-    ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the kernel")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="OMP_NUM_THREADS of the student's process"
+    )
     ap.add_argument(
         "--workers",
         type=int,

@@ -401,7 +401,8 @@ _NBVAL_MARKER = re.compile(r"^(\s*)#+\s*(NBVAL_[A-Z_]+|PYTEST_VALIDATE_IGNORE_OU
 
 
 def _neutralise_markers(code: str) -> str:
-    """Comment markers such as ``# NBVAL_SKIP`` would change how nbval treats the cell."""
+    """Comment markers such as ``# NBVAL_SKIP`` neutralised: the grader runs no nbval, but the
+    graded code then reads the same to any tool that does."""
     return _NBVAL_MARKER.sub(r"\1# (nbval marker \2 ignored by the grader)", code)
 
 
