@@ -1,0 +1,69 @@
+"""Every test has a time limit, so a hung test fails naming itself instead of eating CI's
+budget: pytest-timeout with the default in pyproject.toml, set-up included, and the shared
+fixtures' extra time (``FIXTURE_SECONDS`` in tests/conftest.py) given to the test that builds
+them."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import types
+
+import pytest
+
+
+def test_the_suite_runs_with_a_time_limit(request):
+    assert request.config.pluginmanager.hasplugin("timeout")
+    assert float(request.config.getini("timeout")) > 0
+    assert request.config.getini("timeout_func_only") is False  # set-up counts too
+
+
+def test_a_hung_test_fails_naming_itself(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntimeout = 1\n")
+    (tmp_path / "test_hang.py").write_text(
+        "import time\n\ndef test_fine():\n    pass\n\ndef test_hangs():\n    time.sleep(30)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout
+    assert "Timeout (>1.0s) from pytest-timeout" in proc.stdout
+    assert "FAILED test_hang.py::test_hangs" in proc.stdout and "1 passed" in proc.stdout
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="pytest-timeout's signal method")
+def test_a_shared_fixture_gives_its_test_more_time():
+    conftest = sys.modules["conftest"]
+    left, _ = signal.getitimer(signal.ITIMER_REAL)
+    assert left > 0, "pytest-timeout's timer is not running during the test"
+    try:
+        for name, extra in [("built_book", conftest.FIXTURE_SECONDS["built_book"]), ("x", 0)]:
+            before, _ = signal.getitimer(signal.ITIMER_REAL)
+            hook = conftest.pytest_fixture_setup(types.SimpleNamespace(argname=name), None)
+            next(hook)
+            after, _ = signal.getitimer(signal.ITIMER_REAL)
+            assert after - before == pytest.approx(extra, abs=5), name
+            hook.close()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, left)
+
+
+def test_the_extra_times_name_real_fixtures():
+    """A renamed fixture must take its extra time along (read from the test files' source)."""
+    import ast
+    from pathlib import Path
+
+    known = set()
+    for path in Path(__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any(
+                "fixture" in ast.unparse(d) for d in node.decorator_list
+            ):
+                known.add(node.name)
+    conftest = sys.modules["conftest"]
+    assert set(conftest.FIXTURE_SECONDS) <= known, set(conftest.FIXTURE_SECONDS) - known
