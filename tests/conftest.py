@@ -46,14 +46,13 @@ FIXTURE_SECONDS = {
 }
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_fixture_setup(fixturedef, request):
-    """Extend the running test's time limit (pytest-timeout's SIGALRM timer, which runs through
-    set-up) by ``FIXTURE_SECONDS`` while a shared fixture is built."""
+def extend_time_limit(fixture: str) -> None:
+    """Add ``FIXTURE_SECONDS[fixture]`` to the running test's time limit (pytest-timeout's
+    SIGALRM timer, which runs through set-up)."""
     import signal
     import threading
 
-    extra = FIXTURE_SECONDS.get(fixturedef.argname, 0)
+    extra = FIXTURE_SECONDS.get(fixture, 0)
     if (
         extra
         and hasattr(signal, "setitimer")
@@ -62,7 +61,21 @@ def pytest_fixture_setup(fixturedef, request):
         left, _ = signal.getitimer(signal.ITIMER_REAL)
         if left > 0:
             signal.setitimer(signal.ITIMER_REAL, left + extra)
-    yield
+
+
+class TimeLimits:
+    """A plugin of the whole session (registered in ``pytest_configure``): a hook in this
+    conftest would not see the set-up of session-scoped fixtures, which pytest runs through the
+    session's hooks, not this folder's."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        extend_time_limit(fixturedef.argname)
+        yield
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(TimeLimits(), "course-time-limits")
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -44,13 +43,30 @@ def test_a_shared_fixture_gives_its_test_more_time():
     try:
         for name, extra in [("built_book", conftest.FIXTURE_SECONDS["built_book"]), ("x", 0)]:
             before, _ = signal.getitimer(signal.ITIMER_REAL)
-            hook = conftest.pytest_fixture_setup(types.SimpleNamespace(argname=name), None)
-            next(hook)
+            conftest.extend_time_limit(name)
             after, _ = signal.getitimer(signal.ITIMER_REAL)
             assert after - before == pytest.approx(extra, abs=5), name
-            hook.close()
     finally:
         signal.setitimer(signal.ITIMER_REAL, left)
+
+
+@pytest.fixture(scope="session")
+def _time_left():
+    return signal.getitimer(signal.ITIMER_REAL)[0] if hasattr(signal, "getitimer") else 0.0
+
+
+def test_the_session_applies_it_to_session_fixtures(request, monkeypatch):
+    """Through the plugin, a session-scoped fixture's set-up gets the extra time too (a hook of
+    this folder's conftest would not be called for it)."""
+    conftest = sys.modules["conftest"]
+    assert request.config.pluginmanager.has_plugin("course-time-limits")
+    monkeypatch.setitem(conftest.FIXTURE_SECONDS, "_time_left", 1000)
+    left = signal.getitimer(signal.ITIMER_REAL)[0] if hasattr(signal, "getitimer") else 0.0
+    try:
+        assert request.getfixturevalue("_time_left") > left + 900
+    finally:
+        if hasattr(signal, "setitimer"):
+            signal.setitimer(signal.ITIMER_REAL, left)
 
 
 def test_the_extra_times_name_real_fixtures():
