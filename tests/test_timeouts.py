@@ -24,7 +24,8 @@ def test_a_hung_test_fails_naming_itself(tmp_path):
         "import time\n\ndef test_fine():\n    pass\n\ndef test_hangs():\n    time.sleep(30)\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(tmp_path)],
+        [sys.executable, "-m", "pytest", "-q", str(tmp_path)]
+        + [f"-pno:{p}" for p in ("cacheprovider", "nbval", "xdist", "anyio")],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -71,15 +72,14 @@ def test_the_session_applies_it_to_session_fixtures(request, monkeypatch):
 
 def test_the_extra_times_name_real_fixtures():
     """A renamed fixture must take its extra time along (read from the test files' source)."""
-    import ast
+    import re
     from pathlib import Path
 
-    known = set()
-    for path in Path(__file__).parent.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.FunctionDef) and any(
-                "fixture" in ast.unparse(d) for d in node.decorator_list
-            ):
-                known.add(node.name)
+    fixture = re.compile(r"^@pytest\.fixture\b.*\n(?:@.*\n)*def (\w+)\(", re.M)
+    known = {
+        name
+        for path in Path(__file__).parent.glob("*.py")
+        for name in fixture.findall(path.read_text(encoding="utf-8"))
+    }
     conftest = sys.modules["conftest"]
     assert set(conftest.FIXTURE_SECONDS) <= known, set(conftest.FIXTURE_SECONDS) - known
