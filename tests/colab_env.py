@@ -74,8 +74,10 @@ def ensure(workdir: Path) -> tuple[dict, bool]:
 
 def build_env(state: dict) -> dict[str, str]:
     """The environment of a build whose chapters execute in the fresh Colab's ``python3``."""
+    # (as the fresh Colab's own environment: nothing that would lead its Python to the checkout)
+    drop = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "JPY_PARENT_PID")
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in drop},
         "JUPYTER_PATH": state["jupyter_path"],
         "PATH": f"{Path(state['python']).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONNOUSERSITE": "1",
