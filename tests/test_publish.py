@@ -38,6 +38,9 @@ def test_a_fork_gets_its_repository_branch_and_site(checkout):
     assert colab.install_requirement(checkout) == f"course_lib @ git+{url}@published"
     cff = yaml.safe_load((checkout / "CITATION.cff").read_text(encoding="utf-8"))
     assert (cff["repository-code"], cff["url"]) == (url, site)
+    # the edit and source links keep the branch people edit
+    config = yaml.safe_load((checkout / "_config.yml").read_text(encoding="utf-8"))
+    assert config["repository"]["branch"] == "main"
     # only the lines holding those values changed: comments and the rest are kept
     for name, lines_changed in (("_config.yml", 3), ("CITATION.cff", 2)):
         old = before[name].splitlines()

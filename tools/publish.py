@@ -1,16 +1,18 @@
 """Point a checkout at the repository and branch its published site comes from.
 
-    python -m tools.publish --branch published                  # repository from $GITHUB_REPOSITORY
+    python -m tools.publish --branch published      # repository from $GITHUB_REPOSITORY
     python -m tools.publish --repository OWNER/NAME --branch published --baseurl URL
 
 The Pages workflow (``.github/workflows/pages.yml``) runs this before it builds: the site it
 deploys and the reader notebooks its "Open in Colab" buttons open must name the repository the
 workflow runs in (a fork publishes its own copy) and the branch the workflow pushes the
 notebooks to, which hold the numbers of the very build it deploys. It rewrites the values that
-name them, and only those: ``repository.url``, ``repository.branch`` and ``html.baseurl`` in
-``_config.yml`` (the one place the build and ``tools/colab.py`` read them) and the two fields of
-``CITATION.cff`` that repeat them (``tests/test_citation.py`` keeps them equal). ``./course
-sync`` then writes the set-up cells, the Colab links and the reader notebooks from them.
+name them, and only those: ``repository.url``, ``html.baseurl`` and the Colab branch
+``sphinx.config.course_colab_branch`` in ``_config.yml`` (the one place the build and
+``tools/colab.py`` read them; ``repository.branch``, which the edit and source links name,
+stays) and the two fields of ``CITATION.cff`` that repeat them (``tests/test_citation.py``
+keeps them equal). ``./course sync`` then writes the set-up cells, the Colab links and the
+reader notebooks from them.
 
 The site's URL: ``--baseurl`` (the workflow passes what ``actions/configure-pages`` reports,
 custom domains included), else GitHub Pages' address for the repository (``pages_url``).
@@ -58,6 +60,14 @@ def _replace_value(text: str, key: str, old: str, new: str, where: str) -> str:
     return pattern.sub(lambda m: f"{m['head']}{m['q']}{new}{m['q']}", text)
 
 
+def _colab_branch(config: dict) -> str | None:
+    key = "course_colab_branch"
+    value = ((config.get("sphinx") or {}).get("config") or {}).get(key)
+    if value is None:
+        raise ValueError(f"_config.yml has no sphinx.config.{key} (the branch Colab opens)")
+    return value
+
+
 def configure(
     root: Path = ROOT, *, repository: str, branch: str, baseurl: str | None = None
 ) -> dict[str, tuple[str, str]]:
@@ -80,18 +90,22 @@ def configure(
     config = yaml.safe_load(config_text)
     old = {
         "repository.url": str(config["repository"]["url"]),
-        "repository.branch": str(config["repository"].get("branch") or "main"),
+        "sphinx.config.course_colab_branch": str(_colab_branch(config)),
         "html.baseurl": str(config["html"]["baseurl"]),
     }
-    new = {"repository.url": url, "repository.branch": branch, "html.baseurl": baseurl}
+    new = {
+        "repository.url": url,
+        "sphinx.config.course_colab_branch": branch,
+        "html.baseurl": baseurl,
+    }
     for field in old:
-        key = field.split(".")[1]
+        key = field.split(".")[-1]
         if old[field] != new[field]:
             config_text = _replace_value(config_text, key, old[field], new[field], str(config_path))
     written = yaml.safe_load(config_text)
     got = {
         "repository.url": written["repository"]["url"],
-        "repository.branch": written["repository"]["branch"],
+        "sphinx.config.course_colab_branch": _colab_branch(written),
         "html.baseurl": written["html"]["baseurl"],
     }
     if got != new:  # a key of the same name elsewhere in the file took the change
