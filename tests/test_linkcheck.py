@@ -1,7 +1,7 @@
 """No broken link on the built site: LinkChecker (``tools/linkcheck.py``) on every page,
-offline, anchors included. Fast: it finds each kind of broken link on a small site (and passes
-the good ones). Slow: the clean test build has none (the Pages workflow runs the same check on
-the site it deploys)."""
+offline. Fast: it finds each kind of broken link on a small site, anchors included (and passes
+the good ones). Slow: the clean test build has none (its anchors are the browser tests' to
+check, tests/test_browser.py; the Pages workflow checks the site it deploys, anchors too)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def _site(root):
 
 
 def test_linkcheck_finds_each_kind_of_broken_link(tmp_path):
-    problems = linkcheck.check(_site(tmp_path / "html"))
+    site = _site(tmp_path / "html")
+    problems = linkcheck.check(site).problems
     found = {(p.split(":")[0], p.split(": ")[1]) for p in problems}
     assert found == {
         ("index.html", "book/gone.html"),
@@ -51,6 +52,8 @@ def test_linkcheck_finds_each_kind_of_broken_link(tmp_path):
         ("book/a.html", "../_static/missing.js"),
     }, "\n".join(problems)
     assert any("Anchor `dropped'" in p for p in problems)
+    # without anchors the same site has the three other problems
+    assert len(linkcheck.check(site, anchors=False).problems) == 3
 
 
 def test_linkcheck_passes_a_site_without_broken_links(tmp_path):
@@ -59,7 +62,8 @@ def test_linkcheck_passes_a_site_without_broken_links(tmp_path):
         PAGE.format(title="a", up="../", body='<h1 id="kept">A</h1><h2 id="dropped">B</h2>')
     )
     (site / "book" / "gone.html").write_text(PAGE.format(title="back", up="../", body=""))
-    assert linkcheck.check(site) == []
+    report = linkcheck.check(site)
+    assert report.problems == [] and report.checked >= 8  # pages, style sheet, figure, anchors
 
 
 def test_linkcheck_needs_a_built_site(tmp_path):
@@ -69,7 +73,11 @@ def test_linkcheck_needs_a_built_site(tmp_path):
 
 @pytest.mark.slow
 def test_the_built_site_has_no_broken_links(built_book):
-    problems = linkcheck.check(built_book / "html")
-    assert not problems, f"{len(problems)} broken link(s) on the built site:\n" + "\n".join(
-        problems[:40]
+    html = built_book / "html"
+    report = linkcheck.check(html, anchors=False)
+    assert not report.problems, f"{len(report.problems)} broken link(s) on the built site:\n" + (
+        "\n".join(report.problems[:40])
     )
+    pages = len(list(html.rglob("*.html")))
+    # every page and what the pages load (LinkChecker lists each URL once)
+    assert report.checked > pages, f"only {report.checked} links checked in {pages} pages"
