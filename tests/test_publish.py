@@ -27,13 +27,14 @@ def test_pages_url_of_a_project_and_a_user_site():
 
 def test_a_fork_gets_its_repository_branch_and_site(checkout):
     before = {n: (ROOT / n).read_text(encoding="utf-8") for n in ("_config.yml", "CITATION.cff")}
-    changed = publish.configure(checkout, repository="alice/ut-fork", branch="published")
-    url, site = "https://github.com/alice/ut-fork", "https://alice.github.io/ut-fork/"
+    fork = "octo-fork-of-the-course/ut-fork"  # not the repository this checkout names
+    changed = publish.configure(checkout, repository=fork, branch="published")
+    url, site = f"https://github.com/{fork}", "https://octo-fork-of-the-course.github.io/ut-fork/"
     assert changed["repository.url"][1] == url and changed["html.baseurl"][1] == site
     assert colab.repository(checkout) == (url, "published")
     assert reader.base_url(checkout) == site
     assert colab.colab_url("notebooks/x.ipynb", checkout) == (
-        "https://colab.research.google.com/github/alice/ut-fork/blob/published/notebooks/x.ipynb"
+        f"https://colab.research.google.com/github/{fork}/blob/published/notebooks/x.ipynb"
     )
     assert colab.install_requirement(checkout) == f"course_lib @ git+{url}@published"
     cff = yaml.safe_load((checkout / "CITATION.cff").read_text(encoding="utf-8"))
