@@ -2,6 +2,12 @@
 the local site is blocked. Resting the pointer on a glossary term, a citation, a cross-reference
 to a figure on the page and one to another chapter shows the target's text in a box; a
 keyboard focus shows it too and Escape closes it; no page error, no request leaves the site.
+
+At 1280x800 (issue 35): every glossary term, each synonym of an entry too ("LoRA" and
+"low-rank adaptation" share one definition), previews its definition; a link to every page of
+the table of contents previews its title and first paragraph, not the title alone; and axe finds
+nothing with a preview of each kind open (its copy of a glossary entry or a bibliography entry
+stays inside a list of its kind).
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_support import open_offline
+from browser_support import AXE_JS, browser_js, open_offline, toc_pages
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -89,3 +95,145 @@ def test_a_chapter_reference_shows_its_heading_and_is_keyboard_reachable(page, s
     page.keyboard.press("Escape")
     page.wait_for_selector(".course-preview", state="detached", timeout=5_000)
     assert not page.problems, page.problems
+
+
+# --------------------------------------------------------------------------- issue 35, at 1280 px
+LAPTOP = {"width": 1280, "height": 800}
+PREVIEW_OF = browser_js("preview-of.js")
+
+
+@pytest.fixture(scope="module")
+def laptop(browser, base_url):
+    context, pg, problems = open_offline(browser, base_url, PAGE)
+    pg.set_viewport_size(LAPTOP)
+    pg.problems = problems
+    yield pg
+    context.close()
+
+
+def _glossary_entries(site_dir) -> dict[str, tuple[list[str], str]]:
+    """term id -> (the entry's terms, its definition's text), from the built glossary, in the
+    glossary's order; the synonyms of an entry are the <dt>s before its one <dd>."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup((site_dir / "book" / "glossary.html").read_text(), "html.parser")
+    entries: dict[str, tuple[list[str], str]] = {}
+    for dl in soup.select("dl.glossary"):
+        terms: list = []
+        for item in dl.find_all(["dt", "dd"], recursive=False):
+            if item.name == "dt":
+                terms.append(item)
+                continue
+            names = [" ".join(t.get_text(" ").split()) for t in terms]
+            for t in terms:
+                entries[t["id"]] = (names, " ".join(item.get_text(" ").split()))
+            terms = []
+    return entries
+
+
+def test_every_glossary_term_and_synonym_previews_its_definition(laptop, site_dir):
+    entries = _glossary_entries(site_dir)
+    synonyms = [i for i, (names, _) in entries.items() if len(names) > 1]
+    assert len(entries) > 100 and len(synonyms) > 10, (len(entries), len(synonyms))
+    shown = laptop.evaluate(PREVIEW_OF, [f"glossary.html#{i}" for i in entries])
+    problems = []
+    for (term, (names, definition)), got in zip(entries.items(), shown):
+        if _first_sentence_words(definition) not in got["text"]:
+            problems.append(f"{term}: {got['text'][:80]!r}")
+        elif not all(n in got["text"] for n in names):
+            problems.append(f"{term}: not all of {names} named: {got['text'][:80]!r}")
+    assert not problems, (
+        f"{len(problems)} of {len(entries)} terms ({len(synonyms)} synonyms) preview no "
+        "definition:\n  " + "\n  ".join(problems)
+    )
+    assert not laptop.problems, laptop.problems
+
+
+#: Where a paragraph is not the page's prose: the learning objectives, a figure, a cell.
+_ASIDE_TAGS = {"figure", "table", "aside", "nav"}
+_ASIDE_CLASSES = {"admonition", "cell", "cell_output", "sd-card", "topic"}
+
+
+def _first_paragraph(html: str) -> str:
+    """The text of a page's first paragraph of prose, as the preview should pick it: in the
+    page's first section itself, not in a subsection or any of ``_ASIDE_*``."""
+    from bs4 import BeautifulSoup
+
+    section = BeautifulSoup(html, "html.parser").select_one("article section")
+
+    def prose(p) -> bool:
+        for parent in p.parents:
+            if parent is section:
+                return bool(p.get_text().strip())
+            if parent.name == "section" or parent.name in _ASIDE_TAGS:
+                return False
+            if _ASIDE_CLASSES & set(parent.get("class") or []):
+                return False
+        return False
+
+    first = next((p for p in section.find_all("p") if prose(p)), None)
+    return " ".join(first.get_text(" ").split()) if first else ""
+
+
+def test_a_link_to_any_page_previews_its_title_and_first_paragraph(laptop, site_dir):
+    """{doc} links (the intro's cards, "see Chapter 12") name a page, not a fragment: the box
+    shows its title and its first paragraph."""
+    pages = [p for p in toc_pages() if p != "book/07_gradients.html"]
+    # PAGE is book/07_gradients.html: the hrefs are relative to book/
+    hrefs = [("../" + p) if not p.startswith("book/") else p.removeprefix("book/") for p in pages]
+    shown = laptop.evaluate(PREVIEW_OF, hrefs)
+    problems = []
+    for path, got in zip(pages, shown):
+        html = (site_dir / path).read_text(encoding="utf-8")
+        title = re.search(r"<h1>(.*?)<a class=\"headerlink", html, re.S)
+        first = _first_paragraph(html)
+        if not title or _text(title.group(1))[:20] not in got["text"]:
+            problems.append(f"{path}: no title in {got['text'][:80]!r}")
+        elif not first or _first_sentence_words(first, 8) not in got["text"]:
+            problems.append(
+                f"{path}: not its first paragraph ({first[:60]!r}): {got['text'][:120]!r}"
+            )
+    assert not problems, f"{len(problems)} of {len(pages)} pages:\n  " + "\n  ".join(problems)
+    assert not laptop.problems, laptop.problems
+
+
+AXE_RUN = browser_js("axe-run.js")
+
+
+@pytest.mark.parametrize("kind", ["synonym", "term", "citation", "figure", "chapter", "section"])
+def test_axe_finds_nothing_with_a_preview_open(laptop, site_dir, kind):
+    """axe-core, every rule, on the page with the box open (the box's copy of a glossary entry
+    was a <dt>/<dd> outside any <dl>: dlitem; of a bibliography entry, a list item outside its
+    list: aria-required-parent)."""
+    entries = _glossary_entries(site_dir)
+    # an entry's first term (the <dt> with its synonyms after it), and a term without synonyms
+    first = next(i for i, (names, _) in entries.items() if len(names) > 1)
+    single = next(i for i, (names, _) in entries.items() if len(names) == 1)
+    selector = {
+        "citation": 'article a[href^="bibliography.html#"]',
+        "figure": 'article a[href^="#fig-"]',
+        "section": 'article a.reference.internal[href^="0"][href*=".html#"]',
+    }
+    href = {
+        "synonym": f"glossary.html#{first}",
+        "term": f"glossary.html#{single}",
+        "chapter": "08_training.html",
+    }.get(kind) or laptop.locator(selector[kind]).first.get_attribute("href")
+    if not laptop.evaluate("typeof window.axe !== 'undefined'"):
+        laptop.add_script_tag(path=str(AXE_JS))
+    laptop.evaluate(
+        "(href) => { const a = document.createElement('a'); a.className = 'reference internal';"
+        " a.href = href; a.id = 'axe-probe'; a.textContent = 'preview probe';"
+        " document.querySelector('article p').append(' ', a); a.focus(); }",
+        href,
+    )
+    box = laptop.wait_for_selector(".course-preview", state="visible", timeout=15_000)
+    assert box.inner_text().strip(), f"{kind}: an empty preview"
+    try:
+        violations = laptop.evaluate(AXE_RUN, None)
+    finally:
+        laptop.evaluate("document.getElementById('axe-probe').remove()")
+        laptop.keyboard.press("Escape")
+    assert not violations, f"{kind} ({href}): " + "; ".join(
+        f"{v['impact']} {v['id']}: {v['nodes'][:2]}" for v in violations
+    )
