@@ -35,6 +35,10 @@ import re
 import pytest
 from browser_support import TEST_OUTPUT, browser_js, merge_report, toc_pages
 
+# Numbers side by side in a figure, in ems of their text (one home: the plotting module keeps
+# them apart when it draws them)
+from course_lib.viz.plotting import MIN_NUMBER_GAP_EM
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PAGES = toc_pages()
@@ -47,9 +51,6 @@ WIDE = ("laptop", "desktop")  # where code and outputs fit the column without sc
 MIN_CELL_GAP = 8.0  # px between the texts of neighbouring table cells
 MIN_TEXT_PX = 8.0  # px, a figure's smallest text on a phone
 MIN_CONTROL_GAP = 4.0  # px between an explorer control's name and its widget
-# Numbers side by side in a figure: at least about a space apart (a space is 0.32 em in DejaVu
-# Sans), with some to spare: "0.120.34" reads as one number.
-MIN_NUMBER_GAP_EM = 0.5
 # What an exception leaves in an output: a traceback, an exception's name with its message
 # ("gaierror: [Errno -3] ...", "ConnectionError: ..."), an OS error's errno, a resolver's words.
 EXCEPTION = re.compile(
