@@ -53,11 +53,12 @@
     shell.append(...items.map((x) => copy(x, url)));
     return shell;
   };
-  // A section's first paragraph of prose: not one inside a subsection, an admonition (the
-  // learning objectives), a figure, a table, a code cell or its output.
+  // A section's first paragraph of prose, in its first subsection if it has none of its own
+  // (a chapter opens with its learning objectives, then "## ..."): not one inside an
+  // admonition, a figure, a table, a code cell or its output.
   const firstParagraph = (section) =>
     [...section.querySelectorAll("p")].find(
-      (p) => p.closest("section") === section && p.textContent.trim() &&
+      (p) => p.textContent.trim() &&
         !p.closest(".admonition, figure, table, .cell, .cell_output, .sd-card, aside, nav, .topic"));
 
   // What the fragment is: a glossary term (the entry's terms, its synonyms among them, and its
@@ -119,14 +120,22 @@
     box.append(...inner.childNodes);
     box.addEventListener("mouseenter", () => clearTimeout(closing));
     box.addEventListener("mouseleave", () => { closing = setTimeout(hide, 200); });
-    document.body.append(box);
+    // Inside the page's main landmark, as all content must be (axe: region); placed in page
+    // coordinates, less those of the box's positioned ancestor if the theme ever has one.
+    (a.closest("main, [role=main]") || document.body).append(box);
     a.setAttribute("aria-describedby", box.id);
     const r = a.getBoundingClientRect();
     const w = box.offsetWidth;
     const left = Math.max(8, Math.min(r.left + scrollX, scrollX + document.documentElement.clientWidth - w - 8));
     const below = r.bottom + 6 + box.offsetHeight < innerHeight;
-    box.style.left = `${left}px`;
-    box.style.top = `${(below ? r.bottom + 6 : r.top - 6 - box.offsetHeight) + scrollY}px`;
+    const top = (below ? r.bottom + 6 : r.top - 6 - box.offsetHeight) + scrollY;
+    const ref = box.offsetParent;
+    const positioned = ref && ref !== document.body && getComputedStyle(ref).position !== "static";
+    const o = positioned ? ref.getBoundingClientRect() : null;
+    const dx = o ? o.left + scrollX + ref.clientLeft - ref.scrollLeft : 0;
+    const dy = o ? o.top + scrollY + ref.clientTop - ref.scrollTop : 0;
+    box.style.left = `${left - dx}px`;
+    box.style.top = `${top - dy}px`;
     if (window.MathJax && MathJax.typesetPromise) MathJax.typesetPromise([box]).catch(() => {});
   };
 
