@@ -154,6 +154,9 @@ def fit_slot_numbers(fig, min_gap_em: float = MIN_NUMBER_GAP_EM):
             canvas = fig.canvas if hasattr(fig.canvas, "get_renderer") else FigureCanvasAgg(fig)
             canvas.draw()
             renderer = canvas.get_renderer()
+        for t in texts:  # as written (a narrow layout fits its copy again from these)
+            if not hasattr(t, "_course_slot_as_written"):
+                t._course_slot_as_written = (t.get_text(), t.get_fontsize())
         if _slot_room(fig, ax, texts, renderer, min_gap_em) >= 0:
             continue
         for t in texts:
@@ -764,7 +767,14 @@ def narrow_layout(fig, narrow=None, width: float = NARROW_WIDTH):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tight_layout's "not compatible" notes
         copy.tight_layout()
-    return copy
+    # Numbers the wide figure had to shorten or shrink (panels side by side) start again as
+    # written: stacked panels are wider.
+    for ax in copy.axes:
+        for t in ax.texts:
+            if hasattr(t, "_course_slot_as_written"):
+                t.set_text(t._course_slot_as_written[0])
+                t.set_fontsize(t._course_slot_as_written[1])
+    return fit_slot_numbers(copy)
 
 
 def _tick_points(fig) -> float:
