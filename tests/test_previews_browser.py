@@ -20,6 +20,7 @@ from browser_support import AXE_JS, browser_js, open_offline, toc_pages
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PAGE = "book/07_gradients.html"  # glossary terms, citations, figures, other chapters
+PREVIEW_OF = browser_js("preview-of.js")  # a link's preview as a keyboard reader opens it
 
 
 @pytest.fixture(scope="module")
@@ -101,12 +102,16 @@ def test_a_chapter_reference_shows_its_heading_and_is_keyboard_reachable(page, s
     assert link.get_attribute("aria-describedby") == "course-preview"
     page.keyboard.press("Escape")
     page.wait_for_selector(".course-preview", state="detached", timeout=5_000)
+    # and the section's first paragraph, not its title alone (issue 35)
+    html = (site_dir / "book" / target.split("#")[0]).read_text(encoding="utf-8")
+    first = _first_paragraph(html, target.split("#")[1])
+    words = page.evaluate(PREVIEW_OF, [target])[0]["words"]
+    assert first and _words_in(first, words, 8), (target, first[:80], words[:200])
     assert not page.problems, page.problems
 
 
 # --------------------------------------------------------------------------- issue 35, at 1280 px
 LAPTOP = {"width": 1280, "height": 800}
-PREVIEW_OF = browser_js("preview-of.js")
 
 
 @pytest.fixture(scope="module")
@@ -163,13 +168,23 @@ _ASIDE_TAGS = {"figure", "table", "aside", "nav"}
 _ASIDE_CLASSES = {"admonition", "cell", "cell_output", "sd-card", "topic"}
 
 
-def _first_paragraph(html: str) -> str:
-    """The text of a page's first paragraph of prose, as the preview should pick it: the first
-    in the page's first section (or its subsections: a chapter opens with its learning
-    objectives), not in any of ``_ASIDE_*``."""
+def _first_paragraph(html: str, anchor: str | None = None) -> str:
+    """The text of the first paragraph of prose of a page's first section, or of the section
+    ``anchor`` names, as the preview should pick it: the first in the section or its
+    subsections (a chapter opens with its learning objectives), not in any of ``_ASIDE_*``."""
     from bs4 import BeautifulSoup
 
-    section = BeautifulSoup(html, "html.parser").select_one("article section")
+    soup = BeautifulSoup(html, "html.parser")
+    section = soup.select_one("article section")
+    if anchor:
+        section = soup.find(id=anchor)
+        if section is not None and section.name != "section":
+            # a label: in a section before its heading (a chapter's), or before a section
+            heading = section.find_next_sibling()
+            inside = heading is not None and heading.name in ("h1", "h2", "h3", "h4")
+            section = section.parent if inside else section.find_next("section")
+    if section is None:
+        return ""
 
     def prose(p) -> bool:
         for parent in p.parents:

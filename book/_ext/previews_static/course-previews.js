@@ -67,8 +67,10 @@
   const content = (doc, id, url) => {
     let el = id ? doc.getElementById(id) : doc.querySelector("article section");
     if (!el) return null;
-    // A label before a section is an empty <span id> next to it: the section is the target.
+    // A label is an empty <span id>: before a section, the section is the target; before a
+    // section's heading (a label on a chapter's title), the section around it.
     if (!el.textContent.trim() && el.nextElementSibling) el = el.nextElementSibling;
+    if (/^H[1-6]$/.test(el.tagName) && el.parentElement.tagName === "SECTION") el = el.parentElement;
     const out = document.createElement("div");
     if (el.tagName === "DT") {
       // Synonyms are <dt>s of one entry: "LoRA" and "low-rank adaptation" share one <dd>.
