@@ -52,6 +52,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .status import Status
+
 __all__ = [
     "TLS_ENV",
     "Task",
@@ -282,9 +284,9 @@ def verify_report(rep, task: Task) -> str | None:
     if rep.get("submission") != task.name:
         return "the report names another submission"
     status = rep.get("status")
-    if status in ("unreadable", "grader error"):
+    if status in (Status.UNREADABLE, Status.GRADER_ERROR):
         return None if rep.get("score") in (0, 0.0) else "a failed grading with points"
-    if status != "graded":
+    if status != Status.GRADED:
         return f"unknown status {status!r}"
     if rep.get("notebook") != task.stem:
         return f"the report is of notebook {rep.get('notebook')!r}, not {task.stem!r}"

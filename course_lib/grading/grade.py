@@ -61,6 +61,7 @@ from .notebooks import (
 from .report import ExerciseResult, Gradebook, build_report, exercise_result, format_report
 from .runner import ExerciseRun, RunOutcome, run_exercises
 from .spec import NotebookSpec, load_spec, meta, role, stub_answer
+from .status import SUBMISSION_STATUSES, Status
 
 __all__ = [
     "grade",
@@ -113,7 +114,7 @@ class Plan:
 
     @property
     def rejected(self) -> set[str]:
-        return {n for n, r in self.results.items() if r.status == "rejected"}
+        return {n for n, r in self.results.items() if r.status == Status.REJECTED}
 
 
 def load(path: str | Path, solutions_dir: Path | None = None, solution: Path | None = None) -> Job:
@@ -145,7 +146,7 @@ def splice(job: Job) -> Plan:
             for p in lint_answer(code, job.trusted, ex.forbid, ex.name, job.check_only)
         ]
         if problems:
-            results[ex.name].status = "rejected"
+            results[ex.name].status = Status.REJECTED
             results[ex.name].messages += [f"rejected by the answer lint: {p}" for p in problems]
             answers[ex.name] = stubs[ex.name]
     for n in notes:
@@ -193,13 +194,13 @@ def collect(
     """Stage 4: per-check verdicts and statuses of every exercise."""
     for ex in job.spec.exercises:
         r = plan.results[ex.name]
-        if r.status == "rejected":
-            r.fail_all(ex, "rejected")
+        if r.status == Status.REJECTED:
+            r.fail_all(ex, Status.REJECTED)
         else:
             exercise_result(
                 r,
                 ex,
-                outcome.exercises.get(ex.name, ExerciseRun("crashed", why="not run")),
+                outcome.exercises.get(ex.name, ExerciseRun(Status.CRASHED, why="not run")),
                 time_limit,
                 memory_mb,
             )
@@ -281,10 +282,10 @@ def grade_one(path: Path, name: str | None = None, **kwargs) -> dict:
     try:
         rep = grade(path, **kwargs)
     except Unreadable as exc:
-        return _failed(name, "unreadable", str(exc).replace(str(path), name), mode)
+        return _failed(name, Status.UNREADABLE, str(exc).replace(str(path), name), mode)
     except Exception as exc:  # one bad submission never stops the batch
         return _failed(
-            name, "grader error", f"{type(exc).__name__}: {exc}".replace(str(path), name), mode
+            name, Status.GRADER_ERROR, f"{type(exc).__name__}: {exc}".replace(str(path), name), mode
         )
     rep["submission"] = name
     return rep
@@ -378,10 +379,10 @@ def grade_batch(
     def record(rel: str, result) -> None:
         shown = display_name(folder / rel)
         if isinstance(result, BaseException):
-            result = _failed(shown, "grader error", f"{type(result).__name__}: {result}", mode)
+            result = _failed(shown, Status.GRADER_ERROR, f"{type(result).__name__}: {result}", mode)
         else:
             result["submission"] = shown
-            if result.get("status") == "graded":
+            if result.get("status") == Status.GRADED:
                 result["solution"] = str(solutions_dir / f"{result['notebook']}.ipynb")
         book.add(rel, result)
         bar.update()
@@ -394,10 +395,12 @@ def grade_batch(
                 stem = find_solution(nb, shown, solutions_dir).stem
                 data = nbformat.writes(nb).encode()  # what grading reads: no outputs
             except Unreadable as exc:
-                record(rel, _failed(shown, "unreadable", str(exc), mode))
+                record(rel, _failed(shown, Status.UNREADABLE, str(exc), mode))
                 continue
             except Exception as exc:  # noqa: BLE001 - still one row, never the whole batch
-                record(rel, _failed(shown, "grader error", f"{type(exc).__name__}: {exc}", mode))
+                record(
+                    rel, _failed(shown, Status.GRADER_ERROR, f"{type(exc).__name__}: {exc}", mode)
+                )
                 continue
             yield rel, data, shown, stem
 
@@ -577,10 +580,7 @@ def main(argv: list[str] | None = None) -> int:
                 similarity=args.similarity,
                 **kwargs,
             )
-            counts = {
-                s: sum(r["status"] == s for r in reports)
-                for s in ("graded", "unreadable", "grader error")
-            }
+            counts = {s: sum(r["status"] == s for r in reports) for s in SUBMISSION_STATUSES}
             mode = (
                 "unsandboxed (--unsafe-no-sandbox)"
                 if args.unsafe_no_sandbox
@@ -588,11 +588,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             where = f" on {args.scheduler}" if args.scheduler else ""
             _say(
-                f"{len(reports)} submissions graded {mode}{where}: {counts['graded']} graded, "
-                f"{counts['unreadable']} unreadable, {counts['grader error']} grader errors; "
+                f"{len(reports)} submissions graded {mode}{where}: {counts[Status.GRADED]} graded, "
+                f"{counts[Status.UNREADABLE]} unreadable, "
+                f"{counts[Status.GRADER_ERROR]} grader errors; "
                 f"gradebook: {display_name(out / 'gradebook.csv')}"
             )
-            return 3 if counts["grader error"] else 0
+            return 3 if counts[Status.GRADER_ERROR] else 0
         if not args.notebook:
             ap.error("give a notebook to grade, or --batch DIR")
         rep = grade(
