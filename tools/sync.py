@@ -255,8 +255,10 @@ def write_site_data(build: Path, root: Path = ROOT) -> Path:
 
 
 def default_build(root: Path = ROOT) -> Path:
+    from .reader import SITE_BUILD_FILE
+
     for candidate in (root / "_build", root / "test-output" / "book" / "_build"):
-        if (candidate / ".doctrees" / "environment.pickle").is_file():
+        if (candidate / SITE_BUILD_FILE).is_file():
             return candidate
     raise FileNotFoundError(
         "no build found (_build or test-output/book/_build): run `./course build` first"
@@ -299,9 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root
     if args.compare_build is not None:
-        from .reader import load_site_data, site_data_differences, site_data_from_build
+        from .reader import (
+            SITE_BUILD_FILE,
+            load_site_data,
+            site_data_differences,
+            site_data_from_build,
+        )
 
-        if not (args.compare_build / ".doctrees" / "environment.pickle").is_file():
+        if not (args.compare_build / SITE_BUILD_FILE).is_file():
             print(f"no build in {args.compare_build} to compare notebooks/site.json with")
             return 0
         problems = site_data_differences(
