@@ -17,11 +17,12 @@ README's table) is a *reader notebook*, ``notebooks/<page>.ipynb``, generated he
 In the Markdown cells: every glue role becomes the value the site shows (formatted like
 myst-nb's ``{glue:text}`name:.3f```); ``{term}``, ``{ref}``, ``{numref}``, ``{eq}``,
 ``{doc}``, ``{download}`` and ``{exercise-links}`` become links to the page on the site
-(``html.baseurl`` in ``_config.yml``; one renderer per role, in ``ROLES``); citations become "(Author, year)" / "Author (year)"
-with the page's references listed in a last cell; admonitions become block quotes led by their
-bold title, dropdowns ``<details>``; tab sets become bold-labelled paragraphs (as in the paired
-notebooks); ``(label)=`` targets vanish; math stays ``$…$`` (numbered equations get their
-site number as ``\\tag``); a figure gets its number and caption in a Markdown cell below it.
+(``html.baseurl`` in ``_config.yml``; one renderer per role, in ``ROLES``); citations become
+"(Author, year)" / "Author (year)" with the page's references listed in a last cell;
+admonitions become block quotes led by their bold title, dropdowns ``<details>``; tab sets
+become bold-labelled paragraphs (as in the paired notebooks); ``(label)=`` targets vanish;
+math stays ``$…$`` (numbered equations get their site number as ``\\tag``); a figure gets
+its number and caption in a Markdown cell below it.
 A construct this module does not know raises ``ValueError`` (so a new one cannot slip through
 as raw markup).
 
