@@ -116,7 +116,9 @@ def test_head_tags_and_date_come_from_the_libraries(tmp_path, monkeypatch):
     src = tmp_path / "src"
     src.mkdir()
     first = "The opening paragraph of the page, long enough to be its description. " * 4
-    (src / "index.rst").write_text("Home\n====\n\n" + first + "\n\n.. toctree::\n\n   attention\n")
+    toc = "\n\n.. toctree::\n\n   attention\n   empty\n"
+    (src / "index.rst").write_text("Home\n====\n\n" + first + toc)
+    (src / "empty.rst").write_text("Bibliography\n============\n")
     body = "A <b> page. " * 9
     (src / "attention.rst").write_text('Attention "quoted"\n' + "=" * 18 + "\n\n" + body)
     env = {
@@ -142,7 +144,7 @@ def test_head_tags_and_date_come_from_the_libraries(tmp_path, monkeypatch):
             "extensions": [*extensions, "course_site"],
             "html_theme": "sphinx_book_theme",
             "html_baseurl": base,
-            "project": "Course",
+            "html_title": "Course",  # what Jupyter Book sets from _config.yml's title
             # as Jupyter Book sets them from _config.yml's repository
             "html_theme_options": {"repository_url": "https://github.com/o/r"},
             "html_context": {"github_user": "o", "github_repo": "r", "github_version": "main"},
@@ -159,12 +161,18 @@ def test_head_tags_and_date_come_from_the_libraries(tmp_path, monkeypatch):
     assert re.search(r'<meta property="og:title" content="Attention \S+quoted\S+"', head), head
     assert f'<meta property="og:url" content="{base}attention.html"' in head
     assert '<meta name="twitter:card" content="summary_large_image"' in head
+    assert '<meta property="og:site_name" content="Course"' in head
     image = re.search(rf'<meta property="og:image" content="{re.escape(base)}([^"]+\.png)"', head)
     assert image, head
     card = tmp_path / "html" / image.group(1)
     assert card.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the commit's date in UTC, not the build's, not the author's own time zone
     assert "Last updated on 2024-03-06" in page
+    # a page without a paragraph of its own: the course's description (course_site)
+    empty = (tmp_path / "html" / "empty.html").read_text(encoding="utf-8").split("</head>")[0]
+    for tag in ('name="description"', 'property="og:description"'):
+        assert len(re.findall(tag, empty)) == 1, tag
+        assert f'{tag} content="{site.DESCRIPTION}"' in empty
     description = re.search(r'<meta name="description" content="([^"]+)"', head).group(1)
     assert len(description) <= overrides["ogp_description_length"] + 3
 

@@ -76,6 +76,8 @@ def configure(app, config) -> None:
     # (html.baseurl; its own default is relative URLs, which previews do not follow).
     if not config.ogp_site_url:
         config.ogp_site_url = str(config.html_baseurl or "")
+    if config.ogp_site_name is None:  # its default, ``project``, Jupyter Book leaves unset
+        config.ogp_site_name = config.html_title or config.project
     if not config.ogp_social_cards:
         config.ogp_social_cards = {"line_color": "#2f6f9f"}  # the favicon's blue
     options = config.html_theme_options
@@ -500,11 +502,26 @@ def finish_pages(app, exception) -> None:
 
 
 # --------------------------------------------------------------------------- the hook
+def default_description(metatags: str) -> str:
+    """The course's description for a page sphinxext-opengraph found no paragraph in (the
+    bibliography, a generated page): the tags it lacks, or ""."""
+    tags = [("name", "description"), ("property", "og:description")]
+    e = html.escape
+    return "".join(
+        f'<meta {attr}="{key}" content="{e(DESCRIPTION, quote=True)}" />\n'
+        for attr, key in tags
+        if f'{attr}="{key}"' not in metatags
+    )
+
+
 def page_context(app, pagename, templatename, context, doctree) -> None:
     if "body" in context and isinstance(context["body"], str):
         context["body"] = fix_body(context["body"])
     if callable(context.get("generate_toctree_html")):
         context["generate_toctree_html"] = _label_carets(context["generate_toctree_html"])
+    context["metatags"] = str(context.get("metatags", "")) + default_description(
+        str(context.get("metatags", ""))
+    )
     trim_scripts(app, pagename, context)
     if app.builder.name != "html" or not callable(context.get("pathto")):
         return
