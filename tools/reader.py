@@ -56,6 +56,7 @@ __all__ = [
     "render_markdown",
     "MarkdownContext",
     "ROLES",
+    "links_markdown",
 ]
 
 READER_DIR = "notebooks"
@@ -794,3 +795,34 @@ def reader_notebook_text(
     out.nbformat_minor = 5
     nbformat.validate(out)
     return nbformat.writes(out, version=4) + "\n"
+
+
+def links_markdown(root: Path = ROOT) -> str:
+    """The README's Markdown table (``./course sync``): each chapter with Colab links to its
+    reader notebook and its exercises."""
+    from .colab import chapter_paths, colab_url
+    from .toc import toc_files
+
+    rows = ["| Chapter | Notebook | Exercises |", "| --- | --- | --- |"]
+    landing = Path(root) / f"{toc_files(root)[0]}.md"  # the site's front page: not a chapter
+    for md in chapter_paths(root):
+        if md == landing:
+            continue
+        title = next(
+            (
+                line[2:].strip()
+                for line in md.read_text(encoding="utf-8").splitlines()
+                if line.startswith("# ")
+            ),
+            md.stem,
+        )
+        number = re.match(r"(\d\d)_", md.name)  # the site numbers chapters; titles carry none
+        if number and md.parent.name == "book":
+            title = f"{int(number.group(1))}. {title}"
+        rel = reader_rel(md, root)  # the reader notebook: numbers and links written in
+        ex = Path(root) / "exercises" / f"{md.stem}.ipynb"
+        ex_cell = (
+            f"[Open in Colab]({colab_url(f'exercises/{ex.name}', root)})" if ex.exists() else "—"
+        )
+        rows.append(f"| {title} | [Open in Colab]({colab_url(rel, root)}) | {ex_cell} |")
+    return "\n".join(rows)

@@ -157,7 +157,7 @@ def _between(text: str, start: str, end: str, body: str, path: Path) -> str:
 
 
 def _plan_readme(root: Path) -> list[Change]:
-    from .colab import links_markdown
+    from .reader import links_markdown
 
     path = root / "README.md"
     text = path.read_text(encoding="utf-8")

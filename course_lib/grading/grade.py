@@ -419,7 +419,7 @@ def grade_batch(
     solutions = {stem: path.read_bytes() for stem, path in stems.items()}
     try:
         with cluster.connect(scheduler, workers or os.cpu_count() or 1, sec) as client:
-            cluster.run_gradings(client, sent(), solutions, kwargs, record, spec_of)
+            cluster.run_gradings(client, sent(), solutions, kwargs, record, spec_of, grade_one)
     finally:
         runner.prefetch(None)
         runner.close_spares()
