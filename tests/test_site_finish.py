@@ -53,6 +53,10 @@ def test_worksheet_page_fits_a_phone_and_links_back():
     assert "['" not in key and "[[0.1, 0.0]]" in key
     # the six-digit line says so, and the footer promises both
     assert "(6 significant digits)" in key and "or 6 where a line says so" in key
+    # the template escapes every value; the blank sits where the prompt's {} was
+    odd = worksheet_html("A <b>", "x & y", [Line("S", "a {} < b", "1")], answers=True)
+    assert "A &lt;b&gt;: answer key" in odd and "<p>x &amp; y</p>" in odd
+    assert '<li>a <span class="answer">1</span> &lt; b</li>' in odd
     sheet = worksheet_html("Example", "Intro", lines[:1])
     assert "6 significant digits" not in sheet and "0.1" not in sheet.split("<main>")[1]
 
