@@ -18,7 +18,10 @@ the check in the fast tier. Kinds:
 6. ``readme``: the README's table of Colab links (between its ``colab-links`` markers);
 7. ``exercise-table``: the table of notebooks in ``exercises/README.md`` (between its
    ``exercise-table`` markers; each exercise's note in parentheses is kept, names, counts and
-   points come from the solutions).
+   points come from the solutions);
+8. ``module-map``: CONTRIBUTING.md's module map names every module and folder of the code, and
+   only what exists (``tools.module_map``). Checked, not written: its prose is by hand, so a
+   stale map fails ``./course sync`` too, saying what to add or remove.
 
 ``notebooks/site.json`` (glue values, numbers and anchors of the executed site) is the one
 input a build produces: ``./course sync --from-build [BUILD]`` rewrites it from a build folder
@@ -204,6 +207,12 @@ def _plan_exercise_table(root: Path) -> list[Change]:
     return [Change(path, "the table of notebooks is stale", new)] if new != text else []
 
 
+def _plan_module_map(root: Path) -> list[Change]:
+    from .module_map import MAP_FILE, problems
+
+    return [Change(root / MAP_FILE, f"the module map {p}: edit it", None) for p in problems(root)]
+
+
 KINDS: list[Kind] = [
     Kind("format", "chapter code cells formatted (ruff)", _plan_format),
     Kind("colab", "Colab set-up cells and paired book/**/*.ipynb", _plan_colab),
@@ -212,6 +221,7 @@ KINDS: list[Kind] = [
     Kind("reader", "reader notebooks notebooks/**/*.ipynb", _plan_reader),
     Kind("readme", "README.md's Colab table", _plan_readme),
     Kind("exercise-table", "exercises/README.md's table of notebooks", _plan_exercise_table),
+    Kind("module-map", "CONTRIBUTING.md's module map (checked, not written)", _plan_module_map),
 ]
 
 
@@ -341,10 +351,12 @@ def main(argv: list[str] | None = None) -> int:
         verb = "FAILED" if c.new_text is None else "wrote"
         print(f"{verb} [{kind.name}]: {_rel(c.path, root)} ({c.reason})")
     if failed:
-        print(
-            "sync: some files could not be generated (above); a new glued value, label or "
-            "figure needs a build first: `./course build`, then `./course sync --from-build`"
-        )
+        print("sync: some files could not be generated (above, each saying why)")
+        if any(kind.name == "reader" for kind, _ in failed):
+            print(
+                "sync: a new glued value, label or figure needs a build first: "
+                "`./course build`, then `./course sync --from-build`"
+            )
         return 1
     if not done:
         print("sync: every generated file was already current")
