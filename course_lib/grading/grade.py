@@ -445,7 +445,8 @@ def _say(text: str, file=None) -> None:
     print(str(text).encode(enc, "backslashreplace").decode(enc, "replace"), file=file)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """``course-grade``'s options (``--help``); the batch's cluster ones in ``_cluster_options``."""
     ap = argparse.ArgumentParser(
         prog="course-grade", description="Grade exercise notebooks against their solutions."
     )
@@ -490,6 +491,29 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="batch without --scheduler: parallel gradings (default: cores)",
     )
+    _cluster_options(ap)
+    ap.add_argument(
+        "--similarity",
+        action="store_true",
+        help="batch: also write OUT/similarity/: each answer compared with the course's own "
+        "code and with the classmates' (copydetect)",
+    )
+    ap.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="keep the messages between the grader, the student's process and the checker "
+        "here (debugging)",
+    )
+    ap.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="grade without the bubblewrap sandbox (a batch refuses to otherwise)",
+    )
+    return ap
+
+
+def _cluster_options(ap: argparse.ArgumentParser) -> None:
+    """A batch on a Dask cluster: its scheduler, mutual TLS, and making its certificates."""
     ap.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -517,23 +541,55 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="write a CA and a certificate for a Dask grading cluster into DIR, and exit",
     )
-    ap.add_argument(
-        "--similarity",
-        action="store_true",
-        help="batch: also write OUT/similarity/: each answer compared with the course's own "
-        "code and with the classmates' (copydetect)",
+
+
+def _main_batch(args: argparse.Namespace, kwargs: dict) -> int:
+    """``course-grade --batch DIR``: refused without a sandbox unless asked; a summary line."""
+    folder = Path(args.batch)
+    if not folder.is_dir():
+        print(f"error: --batch {folder}: not a folder", file=sys.stderr)
+        return 2
+    if not args.unsafe_no_sandbox and not args.scheduler and sandboxing.probe()[0] is None:
+        print(
+            f"error: --batch grades other people's code, and there is no OS sandbox here "
+            f"({sandboxing.probe()[1]}). Install bubblewrap, or pass --unsafe-no-sandbox "
+            "to "
+            "grade without one.",
+            file=sys.stderr,
+        )
+        return 3
+    out = Path(args.out) if args.out else folder / "_grades"
+    reports = grade_batch(
+        folder,
+        out,
+        workers=args.workers,
+        sandbox=False if args.unsafe_no_sandbox else True,
+        scheduler=args.scheduler,
+        tls=(args.tls_ca_file, args.tls_cert, args.tls_key),
+        insecure=args.insecure,
+        similarity=args.similarity,
+        **kwargs,
     )
-    ap.add_argument(
-        "--keep",
-        metavar="DIR",
-        help="keep the messages between the grader, the student's process and the checker "
-        "here (debugging)",
+    counts = {s: sum(r["status"] == s for r in reports) for s in SUBMISSION_STATUSES}
+    mode = (
+        "unsandboxed (--unsafe-no-sandbox)"
+        if args.unsafe_no_sandbox
+        else "in the bubblewrap sandbox"
     )
-    ap.add_argument(
-        "--unsafe-no-sandbox",
-        action="store_true",
-        help="grade without the bubblewrap sandbox (a batch refuses to otherwise)",
+    where = f" on {args.scheduler}" if args.scheduler else ""
+    _say(
+        f"{len(reports)} submissions graded {mode}{where}: {counts[Status.GRADED]} graded, "
+        f"{counts[Status.UNREADABLE]} unreadable, "
+        f"{counts[Status.GRADER_ERROR]} grader errors; "
+        f"gradebook: {display_name(out / 'gradebook.csv')}"
     )
+    return 3 if counts[Status.GRADER_ERROR] else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``course-grade``: one notebook (exit 0 all passed, 1 not, 2 unreadable, 3 grader error),
+    a batch (``--batch DIR``: 0, or 3 when a grading failed) or ``--make-certs DIR``."""
+    ap = parser()
     args = ap.parse_args(argv)
     if args.make_certs:
         from .cluster import make_certificates
@@ -555,45 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if args.batch:
-            folder = Path(args.batch)
-            if not folder.is_dir():
-                print(f"error: --batch {folder}: not a folder", file=sys.stderr)
-                return 2
-            if not args.unsafe_no_sandbox and not args.scheduler and sandboxing.probe()[0] is None:
-                print(
-                    f"error: --batch grades other people's code, and there is no OS sandbox here "
-                    f"({sandboxing.probe()[1]}). Install bubblewrap, or pass --unsafe-no-sandbox "
-                    "to "
-                    "grade without one.",
-                    file=sys.stderr,
-                )
-                return 3
-            out = Path(args.out) if args.out else folder / "_grades"
-            reports = grade_batch(
-                folder,
-                out,
-                workers=args.workers,
-                sandbox=False if args.unsafe_no_sandbox else True,
-                scheduler=args.scheduler,
-                tls=(args.tls_ca_file, args.tls_cert, args.tls_key),
-                insecure=args.insecure,
-                similarity=args.similarity,
-                **kwargs,
-            )
-            counts = {s: sum(r["status"] == s for r in reports) for s in SUBMISSION_STATUSES}
-            mode = (
-                "unsandboxed (--unsafe-no-sandbox)"
-                if args.unsafe_no_sandbox
-                else "in the bubblewrap sandbox"
-            )
-            where = f" on {args.scheduler}" if args.scheduler else ""
-            _say(
-                f"{len(reports)} submissions graded {mode}{where}: {counts[Status.GRADED]} graded, "
-                f"{counts[Status.UNREADABLE]} unreadable, "
-                f"{counts[Status.GRADER_ERROR]} grader errors; "
-                f"gradebook: {display_name(out / 'gradebook.csv')}"
-            )
-            return 3 if counts[Status.GRADER_ERROR] else 0
+            return _main_batch(args, kwargs)
         if not args.notebook:
             ap.error("give a notebook to grade, or --batch DIR")
         rep = grade(
