@@ -103,6 +103,36 @@ def glue_values(glue_file: Path) -> dict:
     return out
 
 
+def _number(env, docname: str, anchor: str) -> tuple[str, str] | None:
+    """(figure type, "2.1") of a numbered target of a page, or None."""
+    for figtype, numbers in env.toc_fignumbers.get(docname, {}).items():
+        if anchor in numbers:
+            return figtype, ".".join(map(str, numbers[anchor]))
+    return None
+
+
+def _labels(env) -> dict[str, dict]:
+    """Every label of a page: its page, anchor and title, and its number (a figure's, a
+    table's, a section's) where it has one."""
+    std = env.get_domain("std")
+    labels = {}
+    for name, (doc, anchor, title) in std.labels.items():
+        if doc in env.titles and not name.startswith(_SKIP_LABELS):
+            labels[name] = {"page": doc, "anchor": anchor, "title": title}
+    for name, (doc, anchor) in std.anonlabels.items():
+        if doc in env.titles and name not in labels and not name.startswith(_SKIP_LABELS):
+            labels[name] = {"page": doc, "anchor": anchor, "title": ""}
+    for entry in labels.values():
+        found = _number(env, entry["page"], entry["anchor"])
+        key = "" if entry["anchor"] == "" else f"#{entry['anchor']}"
+        secnum = env.toc_secnumbers.get(entry["page"], {}).get(key)
+        if found:
+            entry["type"], entry["number"] = found
+        elif secnum:
+            entry["type"], entry["number"] = "section", ".".join(map(str, secnum))
+    return labels
+
+
 def site_data(app) -> dict:
     """What the reader notebooks need from this build: every page's glued values (myst-nb's
     output folder) and, from the build environment's domains and tables of contents, labels
@@ -118,32 +148,12 @@ def site_data(app) -> dict:
         if glue_file.is_file():
             pages[doc] = {"glue": glue_values(glue_file)}
 
-    def number(docname: str, anchor: str) -> tuple[str, str] | None:
-        for figtype, numbers in env.toc_fignumbers.get(docname, {}).items():
-            if anchor in numbers:
-                return figtype, ".".join(map(str, numbers[anchor]))
-        return None
-
     std = env.get_domain("std")
-    labels = {}
-    for name, (doc, anchor, title) in std.labels.items():
-        if doc in env.titles and not name.startswith(_SKIP_LABELS):
-            labels[name] = {"page": doc, "anchor": anchor, "title": title}
-    for name, (doc, anchor) in std.anonlabels.items():
-        if doc in env.titles and name not in labels and not name.startswith(_SKIP_LABELS):
-            labels[name] = {"page": doc, "anchor": anchor, "title": ""}
-    for entry in labels.values():
-        found = number(entry["page"], entry["anchor"])
-        key = "" if entry["anchor"] == "" else f"#{entry['anchor']}"
-        secnum = env.toc_secnumbers.get(entry["page"], {}).get(key)
-        if found:
-            entry["type"], entry["number"] = found
-        elif secnum:
-            entry["type"], entry["number"] = "section", ".".join(map(str, secnum))
+    labels = _labels(env)
     equations = {}
     for name, (doc, eqno) in env.get_domain("math").equations.items():
         anchor = f"equation-{name}"
-        found = number(doc, anchor)
+        found = _number(env, doc, anchor)
         equations[name] = {
             "page": doc,
             "anchor": anchor,
