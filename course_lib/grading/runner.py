@@ -445,7 +445,7 @@ def run_exercises(
             plan = student_plan(
                 sol, spec, answers, stubs, left, stubbed | skip, time_limit, memory_mb, threads
             )
-            plan.update(token=token, warm=warm, require_filter=sandbox is not None)
+            plan.update(token=token, warm=warm, require_filter=sandbox is not None, debug=_DEBUG)
             log.write(json.dumps({"student_plan": plan}) + "\n")
             hard = time.monotonic() + 240 + 2.5 * time_limit * len(left)
             box = _SPARES.take(sandbox, threads)
@@ -489,6 +489,10 @@ def run_exercises(
             finally:
                 err = box.stop()
                 _SPARES.done(sandbox, threads)
+                if _DEBUG:
+                    for line in err.splitlines():
+                        if line.startswith("grade debug cpu"):
+                            print(line, file=sys.stderr)
             if state.unexpected:
                 raise GraderError(
                     f"the student's sandbox sent {state.unexpected}, and was stopped; this "
@@ -515,6 +519,10 @@ def run_exercises(
         result = checker.finish(timeout=120 + 2 * time_limit * len(names))
         if _DEBUG:
             print(f"grade debug {time.monotonic() - _t0:7.2f} s: checker done", file=sys.stderr)
+            print(
+                f"grade debug cpu checker: {result.get('cpu_s', 0.0):6.3f} s its cells, judging",
+                file=sys.stderr,
+            )
         log.write(json.dumps({"from_checker": result}) + "\n")
     finally:
         checker.close()

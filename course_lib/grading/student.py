@@ -99,6 +99,38 @@ def _warm_up() -> None:
     opt.step()
 
 
+class _Clock:
+    """CPU seconds (user + system) of this process at each named stage, and of each child it
+    reaped; written to stderr at the end when the plan asks (``debug``: ``COURSE_GRADE_DEBUG``
+    in the grader, which prints them)."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, float]] = []
+        self.last = 0.0
+
+    @staticmethod
+    def now() -> float:
+        t = os.times()
+        return t.user + t.system
+
+    def mark(self, stage: str) -> None:
+        now = self.now()
+        self.marks.append((stage, now - self.last))
+        self.last = now
+
+    def child(self, name: str, rusage) -> None:
+        if rusage is not None:
+            self.marks.append((f"child {name}", rusage.ru_utime + rusage.ru_stime))
+
+    def write(self) -> None:
+        for stage, cpu in self.marks:
+            print(f"grade debug cpu zygote: {cpu:6.3f} s {stage}", file=sys.stderr)
+        sys.stderr.flush()
+
+
+CLOCK = _Clock()
+
+
 def _error_line(exc: BaseException) -> str:
     from .checks import _clean
 
@@ -110,7 +142,7 @@ def _run(source: str, name: str, ns: dict) -> None:
     exec(compile(source, name, "exec"), ns)  # noqa: S102 - this process exists to run notebook code
 
 
-def _reap(pid: int, timeout: float = _REAP_WAIT) -> int | None:
+def _reap(pid: int, timeout: float = _REAP_WAIT, name: str = "") -> int | None:
     """waitpid(pid) within ``timeout`` seconds: its status, or None if it is still there."""
     deadline = time.monotonic() + timeout
     try:
@@ -119,8 +151,9 @@ def _reap(pid: int, timeout: float = _REAP_WAIT) -> int | None:
         pidfd = None
     try:
         while True:
-            got, status = os.waitpid(pid, os.WNOHANG)
+            got, status, rusage = os.wait4(pid, os.WNOHANG)
             if got:
+                CLOCK.child(name, rusage)
                 return status
             left = deadline - time.monotonic()
             if left <= 0:
@@ -186,8 +219,10 @@ class Zygote:
         t0 = time.monotonic()
         if self.plan.get("warm"):
             self.warm_up()
+            CLOCK.mark("optimizer warm-up")
         answers = [i for i, c in enumerate(self.cells) if c["role"] == "answer"]
         self.advance(answers[0] if answers else len(self.cells))
+        CLOCK.mark("setup cells")
         self.send({"ready": True, "seconds": round(time.monotonic() - t0, 3)})
 
     def advance(self, upto: int) -> None:
@@ -232,10 +267,13 @@ class Zygote:
             if msg["status"] != "graded":
                 self.stubbed.add(name)
             self.send(msg)
+        if self.plan.get("debug"):
+            CLOCK.write()
         self.send({"done": True})
 
     def run_one(self, name: str) -> dict:
         self.advance(1 + max(i for i, c in enumerate(self.cells) if c.get("exercise") == name))
+        CLOCK.mark(f"check cells up to {name}")
         r, w = os.pipe()
         t0 = time.monotonic()
         pid = os.fork()
@@ -288,13 +326,15 @@ class Zygote:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            wstatus = _reap(pid)
+            wstatus = _reap(pid, name=name)
             os.close(r)
         elapsed = time.monotonic() - (started or t0)
         self.spent[name] = elapsed
+        CLOCK.mark(f"watching {name}")
         if result is not None:
             if result.get("dynamo") is True:
                 self.warm_up()  # the next children inherit torch's optimizer machinery
+                CLOCK.mark("optimizer warm-up")
             return {
                 "exercise": name,
                 "status": "graded",
@@ -420,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     """``IN_FD OUT_FD``: get ready, read one plan, grade it, end."""
     argv = sys.argv[1:] if argv is None else argv
     in_fd, out_fd = int(argv[0]), int(argv[1])
+    CLOCK.mark("start: Python, course_lib and torch")
     import torch
 
     from . import checks, guard, lockdown, wire  # noqa: F401 - imported once, before forking
@@ -427,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     lockdown.not_dumpable()
     ok, why = lockdown.supported()  # loads libseccomp now, while the sandbox waits
+    CLOCK.mark("grading modules, libseccomp")
     plan = _read_plan(in_fd, PLAN_WAIT)
     os.close(in_fd)
     if plan is None:
@@ -434,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     if not ok and plan.get("require_filter", True):
         print(f"course-grade: the seccomp allow-list cannot be built here: {why}", file=sys.stderr)
         return 2
+    CLOCK.mark("the plan")
     zygote = Zygote(plan, out_fd)
     zygote.setup()
     zygote.run_all()
