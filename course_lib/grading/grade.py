@@ -416,7 +416,10 @@ def grade_batch(
 
     from . import runner
 
-    runner.prefetch(True if not scheduler else None)  # the next sandbox starts during this one
+    if scheduler:
+        runner.prefetch(None)
+    else:  # the next sandbox starts during this one, and none past the last submission
+        runner.prefetch(True, gradings=len(rels))
 
     kept: dict[str, tuple[str, bytes]] = {}  # rel -> (stem, what was graded), for --similarity
 

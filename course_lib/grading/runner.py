@@ -46,7 +46,7 @@ from .checker import Checker
 from .notebooks import GraderError
 from .spec import NotebookSpec, meta, parse, role
 from .split import student_cells
-from .student import PLAN_WAIT
+from .student import LAUNCH, PLAN_WAIT
 from .wire import FrameBuffer, WireError, one_line, write_frame_by
 
 __all__ = [
@@ -178,7 +178,7 @@ class _Sandbox:
     def __init__(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> None:
         plan_r, plan_w = os.pipe()
         out_r, out_w = os.pipe()
-        argv = [sys.executable, "-m", "course_lib.grading.student", str(plan_r), str(out_w)]
+        argv = [sys.executable, "-c", LAUNCH, str(plan_r), str(out_w)]
         self.workdir = None
         if sandbox is not None:
             cmd = sandboxing.command(sandbox, argv, {}, sandboxing.inner_env(threads))
@@ -272,7 +272,8 @@ class _Spares:
     """Sandboxes started ahead of need. Once a process has graded a submission (a batch, a
     Dask worker), a grading that takes a sandbox also starts one for the grading after it, so
     that the next sandbox's start (Python and torch: ~1.5 s of CPU) overlaps with this
-    grading; at most one spare per grading in progress (``prefetch`` forces it on or off). A
+    grading; at most one spare per grading in progress, and none that no grading will take
+    where the caller says how many follow (``prefetch``: on, off, and that count). A
     spare has read no plan: it is no one's until taken, and each sandbox serves one
     submission."""
 
@@ -282,6 +283,7 @@ class _Spares:
         self.active: dict[tuple, int] = {}
         self.enabled: bool | None = None  # None: after the first grading of this process
         self.taken = 0
+        self.left: int | None = None  # gradings still to come (a local batch knows); None: unknown
         atexit.register(self.close)
 
     def take(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> _Sandbox:
@@ -298,7 +300,11 @@ class _Spares:
                     stale.append(cand)
             self.active[key] = self.active.get(key, 0) + 1
             enabled = self.taken > 0 if self.enabled is None else self.enabled
-            want = enabled and len(spares) < self.active[key]
+            if self.left is not None:
+                self.left -= 1
+            # no spare that no grading will take (the end of a batch: each is a torch import)
+            wanted = self.active[key] if self.left is None else min(self.active[key], self.left)
+            want = enabled and len(spares) < wanted
             self.taken += 1
         for s in stale:
             s.stop()
@@ -326,10 +332,13 @@ class _Spares:
 _SPARES = _Spares()
 
 
-def prefetch(enabled: bool | None) -> None:
+def prefetch(enabled: bool | None, gradings: int | None = None) -> None:
     """Start each next sandbox ahead of need: True always, False never (and stop the spares),
-    None after this process's first grading (the default)."""
+    None after this process's first grading (the default). ``gradings``: how many gradings
+    this process will still start, at most (a local batch), so that no spare outlives the
+    last; None: unknown."""
     _SPARES.enabled = enabled
+    _SPARES.left = gradings
     if enabled is False:
         _SPARES.close()
 
