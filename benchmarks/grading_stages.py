@@ -1,7 +1,7 @@
 """Benchmark: where the CPU of a grading goes, per stage and per process.
 
     python benchmarks/grading_stages.py                 # 2 correct submissions of each of 01-08
-    python benchmarks/grading_stages.py --copies 4 --stems 05,08 --workers 1
+    python benchmarks/grading_stages.py --copies 4 --stems 05,08
     python benchmarks/grading_stages.py --baseline REV  # REV's table first (REV must print them)
 
 Writes ``--copies`` correct submissions of each notebook, grades them with ``course-grade
@@ -11,8 +11,10 @@ checker's; the grading thread's in the grader) and prints the mean per notebook 
 The first grading of a batch also pays the grader's and the checker server's start; the
 table's "all processes" row is the batch's whole CPU (a cpuacct cgroup where this machine
 has one, which counts every process, reaped or not; else the grader and what it reaped)
-divided by the submissions. CPU seconds depend far less on the machine's load than wall
-time, but not at all: a loaded machine's caches are shared.
+divided by the submissions. One grading at a time by default (``--workers``): with more, the
+lines of gradings running together interleave and a stage may be counted in the wrong
+notebook's column (the totals stay right). CPU seconds depend far less on the machine's load
+than wall time, but not at all: a loaded machine's caches are shared.
 """
 
 from __future__ import annotations
@@ -128,7 +130,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--stems", default="01,02,03,04,05,06,07,08")
     ap.add_argument("--copies", type=int, default=2)
-    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument(  # one at a time: a grading's lines are not interleaved with another's
+        "--workers", type=int, default=1, help="parallel gradings (default 1: see the docstring)"
+    )
     ap.add_argument("--time-limit", type=float, default=20.0)
     ap.add_argument("--baseline", metavar="REV", help="also the grader of git revision REV, first")
     args = ap.parse_args(argv)

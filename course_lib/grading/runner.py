@@ -19,7 +19,7 @@ sandbox runs the exercises left.
 
 Sandboxes are started ahead of need (``_Spares``): in a batch, each grading, once its own
 sandbox is ready, also starts the sandbox of the next one, so that its start (Python and
-torch, about 1.5 s of CPU) overlaps with this grading. A spare has read no plan and is no
+torch, about 1.1-1.3 s of CPU) overlaps with this grading. A spare has read no plan and is no
 one's until taken; every sandbox serves exactly one submission and is then stopped with all it
 held. ``run_exercises`` returns what happened to each exercise and the checker's verdicts.
 """
@@ -271,7 +271,7 @@ class _Sandbox:
 class _Spares:
     """Sandboxes started ahead of need. Once a process has graded a submission (a batch, a
     Dask worker), a grading that takes a sandbox also starts one for the grading after it, so
-    that the next sandbox's start (Python and torch: ~1.5 s of CPU) overlaps with this
+    that the next sandbox's start (Python and torch: ~1.1-1.3 s of CPU) overlaps with this
     grading; at most one spare per grading in progress, and none that no grading will take
     where the caller says how many follow (``prefetch``: on, off, and that count). A
     spare has read no plan: it is no one's until taken, and each sandbox serves one
