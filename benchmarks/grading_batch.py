@@ -15,7 +15,9 @@ parent process, opening a network connection) and an unreadable file. Then grade
 with ``python -m course_lib.grading.grade --batch`` once per mode and prints one table: wall
 time, submissions per minute, CPU seconds per submission (user + system of the grader and of
 every process under it, this script reaping the orphans: the sandboxes and the checker server;
-not the checkers, which the server leaves to the kernel to reap), per-notebook grading time
+not the checkers, which the server leaves to the kernel to reap, nor what a sandbox's processes
+reaped before they were killed: it undercounts a grader that reuses sandboxes; and, where this
+machine lets us make a cgroup, the CPU of every process of the run), per-notebook grading time
 (from the reports' ``seconds``; all
 submissions, and the correct ones only), statuses, and the two invariants: exactly one
 gradebook row per submission, and the canary file outside untouched (the latter is expected to
@@ -42,6 +44,8 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _common import CpuGroup  # noqa: E402 - run from benchmarks/
 
 from tools.exercises import SOLUTIONS, load_spec, make_submission  # noqa: E402
 
@@ -160,10 +164,16 @@ def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path 
         cmd.append("--unsafe-no-sandbox")
     load0 = os.getloadavg()[0]
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    group = CpuGroup()  # every process of the run, reaped or not (where a cgroup can be made)
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
-    wall = time.monotonic() - t0
-    _reap_orphans()  # the sandboxes' processes the grader killed rather than waited for
+    try:
+        proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env,
+                              preexec_fn=group.preexec())  # fmt: skip
+        wall = time.monotonic() - t0
+        _reap_orphans()  # the sandboxes' processes the grader killed rather than waited for
+        all_cpu = group.usage()
+    finally:
+        group.close()
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     rows = (
@@ -182,6 +192,9 @@ def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path 
         "per_minute": round(60 * len(subs) / wall, 2),
         "cpu_s": round(cpu, 1),
         "cpu_s_per_submission": round(cpu / max(1, len(subs)), 2),
+        "cgroup_cpu_s_per_submission": (
+            None if all_cpu is None else round(all_cpu / max(1, len(subs)), 2)
+        ),
         "per_notebook_mean_s": round(statistics.mean(secs), 1) if secs else None,
         "per_notebook_median_s": round(statistics.median(secs), 1) if secs else None,
         "correct_notebook_median_s": round(statistics.median(correct), 1) if correct else None,
@@ -262,6 +275,7 @@ def main(argv=None) -> int:
         "wall s",
         "subs/min",
         "CPU s/sub",
+        "cgroup CPU s/sub",
         "s/notebook mean",
         "median",
         "correct median",
@@ -280,6 +294,7 @@ def main(argv=None) -> int:
                     r["wall_s"],
                     r["per_minute"],
                     r["cpu_s_per_submission"],
+                    r["cgroup_cpu_s_per_submission"],
                     r["per_notebook_mean_s"],
                     r["per_notebook_median_s"],
                     r["correct_notebook_median_s"],

@@ -59,7 +59,7 @@ from .notebooks import (
     solution_stems,
 )
 from .report import ExerciseResult, Gradebook, build_report, exercise_result, format_report
-from .runner import ExerciseRun, RunOutcome, run_exercises
+from .runner import _DEBUG, ExerciseRun, RunOutcome, run_exercises
 from .spec import NotebookSpec, load_spec, meta, role, stub_answer
 from .status import SUBMISSION_STATUSES, Status
 
@@ -245,11 +245,24 @@ def grade(
     """Grade one submission; returns the report (a JSON-able dict). Raises Unreadable.
     ``sandbox``: None = bubblewrap where available; True = required; False = never."""
     t0 = time.monotonic()
+    cpu = [("", time.thread_time())]
+
+    def mark(stage: str) -> None:  # this thread's CPU per stage (COURSE_GRADE_DEBUG)
+        cpu.append((stage, time.thread_time()))
+
     job = load(path, solutions_dir, solution)
+    mark("load")
     plan = splice(job)
+    mark("splice")
     sb = resolve_sandbox(sandbox)
     outcome = run(job, plan, time_limit, memory_mb, threads, sb, keep)
+    mark("run (plans, pipes, messages)")
     results = collect(job, plan, outcome, time_limit, memory_mb)
+    mark("collect")
+    if _DEBUG:
+        for (_, a), (stage, b) in zip(cpu, cpu[1:]):
+            print(f"grade debug cpu grader: {b - a:6.3f} s {stage}", file=sys.stderr)
+        print(f"grade debug cpu end: {job.spec.stem}", file=sys.stderr)
     return build_report(
         job.path,
         job.sol_path,
@@ -406,7 +419,10 @@ def grade_batch(
 
     from . import runner
 
-    runner.prefetch(True if not scheduler else None)  # the next sandbox starts during this one
+    if scheduler:
+        runner.prefetch(None)
+    else:  # the next sandbox starts during this one, and none past the last submission
+        runner.prefetch(True, gradings=len(rels))
 
     kept: dict[str, tuple[str, bytes]] = {}  # rel -> (stem, what was graded), for --similarity
 

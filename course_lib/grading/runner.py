@@ -19,7 +19,7 @@ sandbox runs the exercises left.
 
 Sandboxes are started ahead of need (``_Spares``): in a batch, each grading, once its own
 sandbox is ready, also starts the sandbox of the next one, so that its start (Python and
-torch, about 1.5 s of CPU) overlaps with this grading. A spare has read no plan and is no
+torch, about 1.1-1.3 s of CPU) overlaps with this grading. A spare has read no plan and is no
 one's until taken; every sandbox serves exactly one submission and is then stopped with all it
 held. ``run_exercises`` returns what happened to each exercise and the checker's verdicts.
 """
@@ -47,7 +47,7 @@ from .notebooks import GraderError
 from .spec import NotebookSpec, meta, parse, role
 from .split import student_cells
 from .status import Status
-from .student import PLAN_WAIT
+from .student import LAUNCH, PLAN_WAIT
 from .wire import FrameBuffer, WireError, one_line, write_frame_by
 
 __all__ = [
@@ -179,7 +179,7 @@ class _Sandbox:
     def __init__(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> None:
         plan_r, plan_w = os.pipe()
         out_r, out_w = os.pipe()
-        argv = [sys.executable, "-m", "course_lib.grading.student", str(plan_r), str(out_w)]
+        argv = [sys.executable, "-c", LAUNCH, str(plan_r), str(out_w)]
         self.workdir = None
         if sandbox is not None:
             cmd = sandboxing.command(sandbox, argv, {}, sandboxing.inner_env(threads))
@@ -272,8 +272,9 @@ class _Sandbox:
 class _Spares:
     """Sandboxes started ahead of need. Once a process has graded a submission (a batch, a
     Dask worker), a grading that takes a sandbox also starts one for the grading after it, so
-    that the next sandbox's start (Python and torch: ~1.5 s of CPU) overlaps with this
-    grading; at most one spare per grading in progress (``prefetch`` forces it on or off). A
+    that the next sandbox's start (Python and torch: ~1.1-1.3 s of CPU) overlaps with this
+    grading; at most one spare per grading in progress, and none that no grading will take
+    where the caller says how many follow (``prefetch``: on, off, and that count). A
     spare has read no plan: it is no one's until taken, and each sandbox serves one
     submission."""
 
@@ -283,6 +284,7 @@ class _Spares:
         self.active: dict[tuple, int] = {}
         self.enabled: bool | None = None  # None: after the first grading of this process
         self.taken = 0
+        self.left: int | None = None  # gradings still to come (a local batch knows); None: unknown
         atexit.register(self.close)
 
     def take(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> _Sandbox:
@@ -299,7 +301,11 @@ class _Spares:
                     stale.append(cand)
             self.active[key] = self.active.get(key, 0) + 1
             enabled = self.taken > 0 if self.enabled is None else self.enabled
-            want = enabled and len(spares) < self.active[key]
+            if self.left is not None:
+                self.left -= 1
+            # no spare that no grading will take (the end of a batch: each is a torch import)
+            wanted = self.active[key] if self.left is None else min(self.active[key], self.left)
+            want = enabled and len(spares) < wanted
             self.taken += 1
         for s in stale:
             s.stop()
@@ -327,10 +333,13 @@ class _Spares:
 _SPARES = _Spares()
 
 
-def prefetch(enabled: bool | None) -> None:
+def prefetch(enabled: bool | None, gradings: int | None = None) -> None:
     """Start each next sandbox ahead of need: True always, False never (and stop the spares),
-    None after this process's first grading (the default)."""
+    None after this process's first grading (the default). ``gradings``: how many gradings
+    this process will still start, at most (a local batch), so that no spare outlives the
+    last; None: unknown."""
     _SPARES.enabled = enabled
+    _SPARES.left = gradings
     if enabled is False:
         _SPARES.close()
 
@@ -446,7 +455,7 @@ def run_exercises(
             plan = student_plan(
                 sol, spec, answers, stubs, left, stubbed | skip, time_limit, memory_mb, threads
             )
-            plan.update(token=token, warm=warm, require_filter=sandbox is not None)
+            plan.update(token=token, warm=warm, require_filter=sandbox is not None, debug=_DEBUG)
             log.write(json.dumps({"student_plan": plan}) + "\n")
             hard = time.monotonic() + 240 + 2.5 * time_limit * len(left)
             box = _SPARES.take(sandbox, threads)
@@ -492,6 +501,10 @@ def run_exercises(
             finally:
                 err = box.stop()
                 _SPARES.done(sandbox, threads)
+                if _DEBUG:
+                    for line in err.splitlines():
+                        if line.startswith("grade debug cpu"):
+                            print(line, file=sys.stderr)
             if state.unexpected:
                 raise GraderError(
                     f"the student's sandbox sent {state.unexpected}, and was stopped; this "
@@ -518,6 +531,10 @@ def run_exercises(
         result = checker.finish(timeout=120 + 2 * time_limit * len(names))
         if _DEBUG:
             print(f"grade debug {time.monotonic() - _t0:7.2f} s: checker done", file=sys.stderr)
+            print(
+                f"grade debug cpu checker: {result.get('cpu_s', 0.0):6.3f} s its cells, judging",
+                file=sys.stderr,
+            )
         log.write(json.dumps({"from_checker": result}) + "\n")
     finally:
         checker.close()

@@ -1,12 +1,13 @@
 """The student's process of one submission: a zygote, and one fresh child per exercise
 (stdlib and torch; it runs inside that submission's own bubblewrap sandbox, see ``sandbox``).
 
-    python -m course_lib.grading.student IN_FD OUT_FD
+    python -c LAUNCH IN_FD OUT_FD    (as the grader starts it; ``python -m`` works too)
 
 The grader (``runner``) starts one sandbox per submission, sometimes ahead of time (while the
 previous submission is graded), with two fresh pipes. Its first process, the **zygote**,
-imports torch, makes itself non-dumpable (``lockdown.not_dumpable``: no other process of the
-sandbox can open its ``/proc`` files or memory), waits for one plan (``runner.student_plan``)
+imports torch with the garbage collector off (``LAUNCH``), makes itself non-dumpable
+(``lockdown.not_dumpable``: no other process of the sandbox can open its ``/proc`` files or
+memory), waits for one plan (``runner.student_plan``)
 on ``IN_FD`` and closes it: the plan of a submission is only ever read here, in a process
 that no other submission's code shares. It runs the notebook's trusted setup cells once, on
 one thread (OpenMP is not started: a process that forks after OpenMP has started its threads
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import gc
 import os
 import resource
 import select
@@ -53,12 +55,20 @@ import time
 
 from .status import Status
 
-__all__ = ["main", "Zygote", "PLAN_WAIT"]
+__all__ = ["main", "Zygote", "PLAN_WAIT", "LAUNCH"]
 
 _PRELUDE_SLACK = (
     30.0  # seconds for a child to rerun the earlier exercises, on top of what they took
 )
 PLAN_WAIT = 900.0  # seconds a sandbox started ahead waits for its plan before it gives up
+# How the grader starts this module (``python -c LAUNCH IN_FD OUT_FD``): the cyclic garbage
+# collector off before the first import, Python's recipe for a process that forks without exec
+# (see ``gc.freeze``): importing torch (and its optimizer machinery) makes ~170k long-lived
+# objects, and the collections it triggers on the way cost 10-15 % of that import's CPU; the
+# zygote freezes what it holds before each fork and each child turns the collector back on.
+LAUNCH = (
+    "import gc; gc.disable(); from course_lib.grading.student import main; raise SystemExit(main())"
+)
 _REAP_WAIT = 10.0  # seconds to wait for a killed child to be gone
 
 
@@ -101,6 +111,38 @@ def _warm_up() -> None:
     opt.step()
 
 
+class _Clock:
+    """CPU seconds (user + system) of this process at each named stage, and of each child it
+    reaped; written to stderr at the end when the plan asks (``debug``: ``COURSE_GRADE_DEBUG``
+    in the grader, which prints them)."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, float]] = []
+        self.last = 0.0
+
+    @staticmethod
+    def now() -> float:
+        t = os.times()
+        return t.user + t.system
+
+    def mark(self, stage: str) -> None:
+        now = self.now()
+        self.marks.append((stage, now - self.last))
+        self.last = now
+
+    def child(self, name: str, rusage) -> None:
+        if rusage is not None:
+            self.marks.append((f"child {name}", rusage.ru_utime + rusage.ru_stime))
+
+    def write(self) -> None:
+        for stage, cpu in self.marks:
+            print(f"grade debug cpu zygote: {cpu:6.3f} s {stage}", file=sys.stderr)
+        sys.stderr.flush()
+
+
+CLOCK = _Clock()
+
+
 def _error_line(exc: BaseException) -> str:
     from .checks import _clean
 
@@ -112,7 +154,7 @@ def _run(source: str, name: str, ns: dict) -> None:
     exec(compile(source, name, "exec"), ns)  # noqa: S102 - this process exists to run notebook code
 
 
-def _reap(pid: int, timeout: float = _REAP_WAIT) -> int | None:
+def _reap(pid: int, timeout: float = _REAP_WAIT, name: str = "") -> int | None:
     """waitpid(pid) within ``timeout`` seconds: its status, or None if it is still there."""
     deadline = time.monotonic() + timeout
     try:
@@ -121,8 +163,9 @@ def _reap(pid: int, timeout: float = _REAP_WAIT) -> int | None:
         pidfd = None
     try:
         while True:
-            got, status = os.waitpid(pid, os.WNOHANG)
+            got, status, rusage = os.wait4(pid, os.WNOHANG)
             if got:
+                CLOCK.child(name, rusage)
                 return status
             left = deadline - time.monotonic()
             if left <= 0:
@@ -188,8 +231,10 @@ class Zygote:
         t0 = time.monotonic()
         if self.plan.get("warm"):
             self.warm_up()
+            CLOCK.mark("optimizer warm-up")
         answers = [i for i, c in enumerate(self.cells) if c["role"] == "answer"]
         self.advance(answers[0] if answers else len(self.cells))
+        CLOCK.mark("setup cells")
         self.send({"ready": True, "seconds": round(time.monotonic() - t0, 3)})
 
     def advance(self, upto: int) -> None:
@@ -234,12 +279,16 @@ class Zygote:
             if msg["status"] != Status.GRADED:
                 self.stubbed.add(name)
             self.send(msg)
+        if self.plan.get("debug"):
+            CLOCK.write()
         self.send({"done": True})
 
     def run_one(self, name: str) -> dict:
         self.advance(1 + max(i for i, c in enumerate(self.cells) if c.get("exercise") == name))
+        CLOCK.mark(f"check cells up to {name}")
         r, w = os.pipe()
         t0 = time.monotonic()
+        gc.freeze()  # the child's collections skip what the zygote holds (torch: ~170k objects)
         pid = os.fork()
         if pid == 0:  # the child: never returns
             os.close(r)
@@ -290,13 +339,15 @@ class Zygote:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            wstatus = _reap(pid)
+            wstatus = _reap(pid, name=name)
             os.close(r)
         elapsed = time.monotonic() - (started or t0)
         self.spent[name] = elapsed
+        CLOCK.mark(f"watching {name}")
         if result is not None:
             if result.get("dynamo") is True:
                 self.warm_up()  # the next children inherit torch's optimizer machinery
+                CLOCK.mark("optimizer warm-up")
             return {
                 "exercise": name,
                 "status": Status.GRADED,
@@ -351,6 +402,7 @@ class _Child:
         from . import checks, guard
         from .wire import write_frame
 
+        gc.enable()  # off in the zygote (see ``LAUNCH``); the student's code runs with it on
         self.confine()
         threads = int(self.z.plan.get("threads") or 0)
         torch.set_num_threads(threads or (os.cpu_count() or 1))
@@ -422,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     """``IN_FD OUT_FD``: get ready, read one plan, grade it, end."""
     argv = sys.argv[1:] if argv is None else argv
     in_fd, out_fd = int(argv[0]), int(argv[1])
+    CLOCK.mark("start: Python, course_lib and torch")
     import torch
 
     from . import checks, guard, lockdown, wire  # noqa: F401 - imported once, before forking
@@ -429,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     lockdown.not_dumpable()
     ok, why = lockdown.supported()  # loads libseccomp now, while the sandbox waits
+    CLOCK.mark("grading modules, libseccomp")
     plan = _read_plan(in_fd, PLAN_WAIT)
     os.close(in_fd)
     if plan is None:
@@ -436,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     if not ok and plan.get("require_filter", True):
         print(f"course-grade: the seccomp allow-list cannot be built here: {why}", file=sys.stderr)
         return 2
+    CLOCK.mark("the plan")
     zygote = Zygote(plan, out_fd)
     zygote.setup()
     zygote.run_all()
