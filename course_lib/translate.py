@@ -127,8 +127,9 @@ def train(
 
     ``cfg`` defaults to ``Seq2SeqConfig`` sized for ``data``'s vocabularies and lengths. The
     same data, config and settings give the same weights (everything is seeded; run on the
-    same number of threads for bit-equal floats). ``history``: ``step`` and ``train_loss``
-    (every step), ``val_step`` and ``val_loss``, ``lr``, ``seconds`` (wall time of training,
+    same number of threads for bit-equal floats). ``history``: ``step``, ``train_loss``,
+    ``lr`` and ``grad_norm`` (the gradient's norm before clipping; every step), ``val_step``
+    and ``val_loss``, ``seconds`` (wall time of training,
     evaluation included), ``tokens`` (target tokens trained on), and ``snapshots``: {step: a copy
     of the weights after that many steps} for each step in ``snapshots`` (the same run seen part
     of the way through, at no extra training cost). ``build(cfg)`` makes the model
@@ -163,7 +164,15 @@ def train(
     src, tgt = data.tensors("train")
     val = data.tensors("val") if data.numbers["val"] else None
     g = torch.Generator().manual_seed(settings.seed + 1)  # the batches
-    hist = {"step": [], "train_loss": [], "val_step": [], "val_loss": [], "lr": [], "tokens": 0}
+    hist = {
+        "step": [],
+        "train_loss": [],
+        "val_step": [],
+        "val_loss": [],
+        "lr": [],
+        "grad_norm": [],
+        "tokens": 0,
+    }
     hist["snapshots"] = {}
     start = time.perf_counter()
     model.train()
@@ -182,8 +191,12 @@ def train(
         )
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if settings.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
+        if settings.grad_clip:  # the norm before clipping
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
+        else:
+            grad_norm = torch.nn.utils.get_total_norm(
+                [p.grad for p in model.parameters() if p.grad is not None]
+            )
         opt.step()
         if step + 1 in snapshots:
             hist["snapshots"][step + 1] = {
@@ -192,6 +205,7 @@ def train(
         hist["step"].append(step)
         hist["train_loss"].append(loss.item())
         hist["lr"].append(lr)
+        hist["grad_norm"].append(float(grad_norm))
         hist["tokens"] += int((t[:, 1:] != PAD).sum())
         last = step == settings.steps - 1
         if val is not None and (
