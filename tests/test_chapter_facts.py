@@ -518,3 +518,101 @@ def test_where_next_mlp_shares_and_long_run_changes():
     assert {"lr", "warmup_steps", "batch_size", "block_size"} <= differ
     for k in differ:
         assert f"{a[k]:,} → {b[k]:,}" in g["bl_changes"]
+
+
+def test_chapter_5_universal_approximation_numbers_from_numpys_interpolation():
+    """Example 5's broken lines, recomputed with np.interp (not the lab's network): the largest
+    errors, their log-log slope, and the jump's error that no width removes."""
+    g = glued(
+        "worked/ex5_ffn",
+        "e5_ua_units",
+        "e5_ua_first",
+        "e5_ua_last",
+        "e5_ua_slope",
+        "e5_ua_factor",
+        "e5_ua_jump",
+    )
+    lo, hi = (int(w) for w in g["e5_ua_units"].split(" to "))
+    widths = [w for w in (4, 8, 16, 32, 64, 128, 256) if lo <= w <= hi]
+    x = np.linspace(-1, 1, 4001)
+
+    def err(f, n):
+        knots = np.linspace(-1, 1, n + 1)
+        return np.abs(np.interp(x, knots, f(knots)) - f(x)).max()
+
+    def curve(t):
+        return np.sin(3 * t) + 0.5 * t**2
+
+    errors = [err(curve, n) for n in widths]
+    assert g["e5_ua_first"] == f"{errors[0]:.3f}" and g["e5_ua_last"] == f"{errors[-1]:.1e}"
+    slope = np.polyfit(np.log(widths), np.log(errors), 1)[0]
+    assert float(g["e5_ua_slope"]) == pytest.approx(slope, abs=0.006)
+    assert float(g["e5_ua_factor"]) == pytest.approx(2**-slope, abs=0.06)
+    assert -2.2 < slope < -1.8  # what the prose explains: h^2 with h ~ 1 / n
+    jump = [err(lambda t: (t > 0.0001).astype(float), n) for n in widths]
+    assert float(g["e5_ua_jump"]) == pytest.approx(min(jump), abs=0.006) and min(jump) >= 0.5
+
+
+def test_chapter_3_width_sweep_says_what_its_losses_show():
+    """The width paragraph's claims hold for the glued losses: d = 1 is worst, from the glued
+    width on every loss lies within 0.01 nats of the best, the one before does not, and the
+    parameters are 2Vd + V. (The losses are float64 Adam runs; only their order is checked.)"""
+    from course_lib.data import shakespeare_splits
+    from course_lib.labs.vector_space import bigram_counts, train_factored_bigram
+
+    g = glued("03_embeddings", "vs_d1", "vs_enough_d", "vs_enough_params", "vs_table_params")
+    V = shakespeare_splits().tokenizer.vocab_size
+    d = int(g["vs_enough_d"])
+    assert g["vs_enough_params"] == f"{2 * V * d + V:,}" and g["vs_table_params"] == f"{V * V:,}"
+    splits = shakespeare_splits()
+    tr, va = bigram_counts(splits.train, V), bigram_counts(splits.val, V)
+    losses = {w: train_factored_bigram(tr, va, w)["val_loss"] for w in (1, d // 2, d, 64)}
+    best = min(losses.values())
+    assert losses[1] == max(losses.values()) and float(g["vs_d1"]) == pytest.approx(
+        losses[1], abs=0.01
+    )
+    assert losses[d] <= best + 0.01 < losses[d // 2] and losses[64] <= best + 0.01
+
+
+def test_chapter_3_case_analogies_recomputed_by_loops():
+    """The analogy paragraph's rates, recomputed by plain loops over the pretrained model's
+    character table, and its "at least" share counted directly."""
+    from course_lib.model import load_pretrained
+
+    g = glued(
+        "03_embeddings",
+        "vs_tests",
+        "vs_offset",
+        "vs_offset_all",
+        "vs_baseline",
+        "vs_excluded_share",
+        "vs_all_vs_base",
+    )
+    model, tok = load_pretrained()
+    E = model.tok_emb.weight.detach().double().numpy()
+    chars = list(tok.chars)
+    ix = {c: i for i, c in enumerate(chars)}
+    unit = E / np.linalg.norm(E, axis=1, keepdims=True)
+    letters = [c for c in "abcdefghijklmnopqrstuvwxyz" if c in ix and c.upper() in ix]
+    right = right_all = excluded = base = 0
+    for x in letters:
+        s = unit @ unit[ix[x.upper()]]
+        s[ix[x.upper()]] = -2
+        base += int(np.argmax(s)) == ix[x]
+        for y in letters:
+            if y == x:
+                continue
+            q = E[ix[y]] - E[ix[y.upper()]] + E[ix[x.upper()]]
+            sims = unit @ (q / np.linalg.norm(q))
+            top = int(np.argmax(sims))
+            right_all += top == ix[x]
+            excluded += top in (ix[y], ix[y.upper()], ix[x.upper()])
+            sims[[ix[y], ix[y.upper()], ix[x.upper()]]] = -2
+            right += int(np.argmax(sims)) == ix[x]
+    n = len(letters) * (len(letters) - 1)
+    assert int(g["vs_tests"]) == n
+    assert g["vs_offset"] == f"{100 * right / n:.0f}"
+    assert g["vs_offset_all"] == f"{100 * right_all / n:.0f}"
+    assert g["vs_baseline"] == f"{100 * base / len(letters):.0f}"
+    assert 100 * excluded / n >= float(g["vs_excluded_share"]) - 0.5
+    assert g["vs_all_vs_base"] == ("below" if right_all / n < base / len(letters) else "above")
