@@ -38,6 +38,7 @@ def _notebook():
                 ### END SOLUTION
             """,
             points=1,
+            kind="implement",
             wrong=[
                 {"why": "trivial stub: returns the input", "code": "return x", "fails": "all"},
                 {"why": "adds one", "code": "return x + 1", "fails": ["double: values"]},

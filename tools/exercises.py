@@ -6,6 +6,7 @@
     python -m tools.exercises            # sync check metadata, write exercises/*.ipynb
     python -m tools.exercises --check    # exit 1 if anything is stale or malformed
     python -m tools.exercises --execute  # re-execute solutions/ (refresh outputs), then write
+    python -m tools.exercises --kinds    # per notebook: exercises, points, thinking share
 
 Authoring a new notebook: build it with ``new_notebook``, ``setup_cell``, ``text_cell``,
 ``answer_cell`` and ``check_cell`` (the Colab set-up cell comes from ``tools.colab``), save it
@@ -19,12 +20,15 @@ import copy
 import re
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import nbformat
 
 from course_lib.grading.spec import (
+    KINDS,
     MARKER,
+    THINKING_KINDS,
     checks_in_source,
     load_spec,
     meta,
@@ -41,6 +45,7 @@ __all__ = [
     "SOLUTIONS",
     "EXERCISES",
     "make_exercise",
+    "kinds_table",
     "make_submission",
     "sync_checks",
     "validate",
@@ -91,6 +96,7 @@ def make_exercise(nb):
                         "role": "answer",
                         "exercise": m["exercise"],
                         "points": m.get("points", 1),
+                        "kind": m.get("kind"),
                         **({"predict": True} if m.get("predict") is True else {}),
                     }
                 }
@@ -270,6 +276,46 @@ def execute_solution(path: Path, timeout: int = 300) -> None:
     nbformat.write(nb, path)
 
 
+def kinds_table(root: Path = ROOT) -> str:
+    """Per solution notebook: its exercises, their points, and the points and share of the kinds
+    that make the student think (``spec.THINKING_KINDS``), with the total; plain text."""
+    from .sync import exercise_kinds
+
+    rows = [("notebook", "exercises", "points", "thinking", "share", "kinds")]
+    count, total, think_total = 0, 0.0, 0.0
+    for stem, answers in exercise_kinds(Path(root)).items():
+        points = sum(p for *_, p in answers)
+        think = sum(p for _, k, p in answers if k in THINKING_KINDS)
+        n_kind = Counter(k for _, k, _ in answers)
+        kinds = ", ".join(f"{k} {n_kind[k]}" for k in KINDS if n_kind[k])
+        count, total, think_total = count + len(answers), total + points, think_total + think
+        rows.append(
+            (
+                stem,
+                len(answers),
+                f"{points:g}",
+                f"{think:g} of {points:g}",
+                f"{100 * think / points:.0f} %",
+                kinds,
+            )
+        )
+    rows.append(
+        (
+            "all",
+            count,
+            f"{total:g}",
+            f"{think_total:g} of {total:g}",
+            f"{100 * think_total / total:.0f} %",
+            "",
+        )
+    )
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    rows.insert(1, tuple("-" * w for w in widths))
+    return "\n".join(
+        "| " + " | ".join(str(v).ljust(w) for v, w in zip(r, widths)) + " |" for r in rows
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m tools.exercises", description=__doc__.split("\n\n")[0]
@@ -282,8 +328,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--execute", action="store_true", help="re-execute the solution notebooks first"
     )
+    ap.add_argument(
+        "--kinds",
+        action="store_true",
+        help="print each notebook's exercises, points and thinking share, and nothing else",
+    )
     ap.add_argument("names", nargs="*", help="notebook stems (default: every solutions/*.ipynb)")
     args = ap.parse_args(argv)
+    if args.kinds:
+        print(kinds_table())
+        return 0
     paths = (
         sorted(SOLUTIONS.glob("*.ipynb"))
         if not args.names
@@ -361,8 +415,10 @@ def text_cell(source: str, cid: str):
 
 
 def answer_cell(
-    exercise: str, source: str, points: float, wrong: list[dict], forbid=(), predict=False
+    exercise: str, source: str, points: float, wrong: list[dict], forbid=(), *, kind: str
 ):
+    """An answer cell; ``kind`` is one of ``course_lib.grading.spec.KINDS`` (``"predict"``
+    also sets ``predict: true``)."""
     src = (
         MARKER.format(name=exercise)
         + " your answer goes in this cell (add cells below it if you like).\n"
@@ -372,10 +428,11 @@ def answer_cell(
         "role": "answer",
         "exercise": exercise,
         "points": points,
+        "kind": kind,
         "forbid": list(forbid),
         "wrong": [{**w, "code": _dedent(w["code"])} for w in wrong],
     }
-    if predict:
+    if kind == "predict":
         course["predict"] = True
     return _cell("code", src, f"{slug(exercise)}-answer", course)
 

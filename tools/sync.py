@@ -17,8 +17,8 @@ the check in the fast tier. Kinds:
    open (``tools.reader``), from the sources and ``notebooks/site.json``;
 6. ``readme``: the README's table of Colab links (between its ``colab-links`` markers);
 7. ``exercise-table``: the table of notebooks in ``exercises/README.md`` (between its
-   ``exercise-table`` markers; each exercise's note in parentheses is kept, names, counts and
-   points come from the solutions).
+   ``exercise-table`` markers; each exercise's note in parentheses is kept, names, kinds,
+   counts, points and the points of the thinking kinds come from the solutions).
 
 ``notebooks/site.json`` (glue values, numbers and anchors of the executed site) is the one
 input a build produces: ``./course sync --from-build [BUILD]`` rewrites it from a build folder
@@ -37,6 +37,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from course_lib.grading.spec import THINKING_KINDS
 
 from . import ROOT
 
@@ -168,29 +170,47 @@ def _plan_readme(root: Path) -> list[Change]:
 
 
 TABLE_START, TABLE_END = "<!-- exercise-table:start -->", "<!-- exercise-table:end -->"
-TABLE_HEAD = "| notebook | exercises | count | points |\n|---|---|---|---|"
+TABLE_HEAD = "| notebook | exercises | count | points | thinking |\n|---|---|---|---|---|"
+# a row: `stem` | names | count | points | thinking points (share)
+TABLE_ROW = re.compile(
+    r"^\| `(\w+)` \| (.*?) \| (\d+) \| ([\d.]+) \|(?: ([\d.]+) \((\d+) %\) \|)?$", re.M
+)
+# a name in a row: `name` [kind] (note); rows written before kinds existed had no [kind]
+TABLE_NAME = re.compile(r"`(\w+)`(?: \[(\w+)\])?( \([^()]*(?:\([^()]*\)[^()]*)*\))?")
+
+
+def exercise_kinds(root: Path) -> dict[str, list[tuple[str, str, float]]]:
+    """(name, kind, points) of every exercise, per solution notebook, from the answer cells'
+    metadata (``kind`` is validated by ``course_lib.grading.spec.load_spec``)."""
+    out = {}
+    for sol in sorted((root / "solutions").glob("*.ipynb")):
+        cells = json.loads(sol.read_text(encoding="utf-8"))["cells"]
+        out[sol.stem] = [
+            (m["exercise"], m.get("kind", "?"), float(m.get("points", 1)))
+            for m in (c["metadata"].get("course", {}) for c in cells)
+            if m.get("role") == "answer"
+        ]
+    return out
 
 
 def exercise_table(root: Path, current: str = "") -> str:
-    """The table of exercise notebooks: names, counts and points from ``solutions/``; the note
-    after an exercise's name (``(vs nn.RNN)``) is kept from ``current``."""
+    """The table of exercise notebooks: names with their kinds, counts, points and the points
+    of the kinds that make the student think (``spec.THINKING_KINDS``), from ``solutions/``;
+    the note after an exercise's name (``(vs nn.RNN)``) is kept from ``current``."""
     notes: dict[tuple[str, str], str] = {}
-    for stem, names in re.findall(r"^\| `(\w+)` \| (.*?) \| \d+ \| [\d.]+ \|$", current, re.M):
-        for name, note in re.findall(r"`(\w+)`( \([^()]*(?:\([^()]*\)[^()]*)*\))?", names):
-            notes[(stem, name)] = note
-    rows = [TABLE_HEAD]
-    for sol in sorted((root / "solutions").glob("*.ipynb")):
-        cells = json.loads(sol.read_text(encoding="utf-8"))["cells"]
-        answers = [
-            c["metadata"]["course"]
-            for c in cells
-            if c["metadata"].get("course", {}).get("role") == "answer"
-        ]
-        names = ", ".join(
-            f"`{a['exercise']}`{notes.get((sol.stem, a['exercise']), '')}" for a in answers
-        )
-        points = sum(a.get("points", 1) for a in answers)
-        rows.append(f"| `{sol.stem}` | {names} | {len(answers)} | {points:g} |")
+    for row in TABLE_ROW.finditer(current):
+        for name, _kind, note in TABLE_NAME.findall(row.group(2)):
+            notes[(row.group(1), name)] = note
+    rows, count, total, think_total = [TABLE_HEAD], 0, 0.0, 0.0
+    for stem, answers in exercise_kinds(root).items():
+        names = ", ".join(f"`{n}` [{k}]{notes.get((stem, n), '')}" for n, k, _ in answers)
+        points = sum(p for *_, p in answers)
+        think = sum(p for _, k, p in answers if k in THINKING_KINDS)
+        count, total, think_total = count + len(answers), total + points, think_total + think
+        share = round(100 * think / points) if points else 0
+        rows.append(f"| `{stem}` | {names} | {len(answers)} | {points:g} | {think:g} ({share} %) |")
+    share = round(100 * think_total / total) if total else 0
+    rows.append(f"| all | | {count} | {total:g} | {think_total:g} ({share} %) |")
     return "\n".join(rows)
 
 

@@ -12,7 +12,8 @@ Each cell carries ``metadata["course"]`` with a ``role``:
   the check helpers refuse torch functions of those names at run time, see ``guard``) and ``wrong``
   (known-wrong answers with the checks they must fail), and ``predict`` (true: the answer is a
   prediction that its check cells measure with ``check_prediction``; the grader reads the
-  saved notebook's execution order for it);
+  saved notebook's execution order for it), and ``kind`` (required, one of ``KINDS``: what the
+  exercise asks of the student; ``predict`` exactly when ``predict`` is true);
 - ``check``: trusted code calling ``course_lib.grading.checks``; ``checks`` (name + hint of each
   check) is synced from the cell's source by the generator. A grading runs it whole only in the
   checker; the student's process runs its student program (``split``: the checks' calls of the
@@ -34,6 +35,8 @@ __all__ = [
     "BEGIN",
     "END",
     "MARKER",
+    "KINDS",
+    "THINKING_KINDS",
     "slug",
     "Check",
     "Exercise",
@@ -51,6 +54,16 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 MARKER = (
     "# EXERCISE {name}:"  # first line of every answer cell; the grader also finds answers by it
 )
+
+
+# What an exercise asks of the student (metadata ``kind`` of its answer cell, required):
+# "implement" writes a component from a description that gives the formula or algorithm;
+# "derive" works out a formula or algorithm the prompt does not print (hints may give it);
+# "predict" predicts a number, then runs the measurement (``predict: true``);
+# "experiment" designs or runs an experiment and reports a claim that the checker re-runs;
+# "debug" finds and fixes a planted bug. Every kind but "implement" makes the student think.
+KINDS = ("implement", "derive", "predict", "experiment", "debug")
+THINKING_KINDS = frozenset(KINDS) - {"implement"}
 
 
 def slug(name: str) -> str:
@@ -79,6 +92,12 @@ class Exercise:
     wrong: list[dict]
     prev_anchor: str | None  # id of the trusted code cell before the answer (None: none)
     predict: bool = False  # predict, then run: the answer is a prediction its checks measure
+    kind: str = "implement"  # one of KINDS; load_spec requires it in the metadata
+
+    @property
+    def thinking(self) -> bool:
+        """True for the kinds that make the student think (derive, predict, experiment, debug)."""
+        return self.kind in THINKING_KINDS
 
 
 @dataclass
@@ -151,6 +170,30 @@ def checks_in_source(source: str, cell_id: str) -> list[Check]:
     return [c for _, _, c in sorted(found, key=lambda t: t[:2])]
 
 
+def _kind(m: dict, cell_id: str) -> str:
+    """The answer cell's ``kind``, validated: required, one of ``KINDS``, and ``predict``
+    exactly when the cell says ``predict: true`` (a prediction needs its measuring check, and
+    the measuring check needs a prediction)."""
+    where = f"answer cell {cell_id} (exercise {m.get('exercise')!r})"
+    if "kind" not in m:
+        raise ValueError(
+            f"{where} has no kind: set metadata course.kind to one of {', '.join(KINDS)}."
+        )
+    kind = m["kind"]
+    if kind not in KINDS:
+        raise ValueError(
+            f"{where}: unknown kind {kind!r}; metadata course.kind must be one of "
+            f"{', '.join(KINDS)}."
+        )
+    predict = m.get("predict") is True
+    if (kind == "predict") != predict:
+        raise ValueError(
+            f"{where}: kind {kind!r} with predict {m.get('predict', False)!r}; kind 'predict' "
+            "goes with predict: true (predict, then run), and predict: true with kind 'predict'."
+        )
+    return kind
+
+
 def load_spec(nb, stem: str | None = None) -> NotebookSpec:
     """The exercises of a solution notebook, in order, from its cell metadata."""
     stem = stem or nb.metadata.get("course", {}).get("notebook", "")
@@ -177,6 +220,7 @@ def load_spec(nb, stem: str | None = None) -> NotebookSpec:
                 list(m.get("wrong", [])),
                 last_trusted,
                 m.get("predict") is True,
+                _kind(m, cid),
             )
         elif r == "check":
             ex = exercises.get(m.get("exercise"))
