@@ -682,6 +682,11 @@ def test_chapter_14_original_recipe_numbers():
     assert g["lr_end_cos"] == f"{warmup_cosine(last - 1, st.lr, st.warmup, last, st.lr / 10):.1e}"
     peak_factor = st.lr * math.sqrt(d * st.warmup)  # peaks at st.lr after the warm-up
     assert g["lr_end_noam"] == f"{noam_rate(last, d, st.warmup, peak_factor):.1e}"
+    # "rise together ... then the paper's falls faster at first and slower later"
+    noam_st = TrainSettings(schedule="noam")
+    assert all(noam_st.lr_at(s, d) == pytest.approx(st.lr_at(s, d)) for s in range(st.warmup))
+    assert noam_st.lr_at(st.steps // 2, d) < st.lr_at(st.steps // 2, d)
+    assert noam_st.lr_at(st.steps - 1, d) > st.lr_at(st.steps - 1, d)
     assert g["orig_pe_params"] == 0
     assert float(g["orig_pe_rms"]) == pytest.approx(math.sqrt(0.5), abs=0.01)  # sin² + cos²
     assert float(g["orig_scaled_rms"]) == pytest.approx(1.0, abs=0.05)
