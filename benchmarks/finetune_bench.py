@@ -3,7 +3,7 @@
     python benchmarks/finetune_bench.py                 # everything (about 10 min on 2 idle cores)
     python benchmarks/finetune_bench.py --steps 20 --seeds 0 --out /tmp/ft.json   # a quick run
 
-Starts from the course's pretrained model (``course_lib.model.load_pretrained``; or
+Starts from the course's pretrained model (``course_lib.checkpoint.load_pretrained``; or
 ``--checkpoint PATH``, a checkpoint written by ``python -m course_lib.train``) and trains, with
 the same data, steps and schedule (``course_lib.labs.finetune.FT_SETTINGS``):
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
     if args.checkpoint is None:
-        from course_lib.model import load_pretrained, load_pretrained_info
+        from course_lib.checkpoint import load_pretrained, load_pretrained_info
 
         pretrained, tok = load_pretrained()
         info = load_pretrained_info()

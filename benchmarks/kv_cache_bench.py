@@ -24,7 +24,8 @@ import torch
 from _common import results_file, write_json  # run from benchmarks/
 
 from course_lib.generate import generate
-from course_lib.model import GPTConfig, MiniGPT, kv_cache_bytes
+from course_lib.kv_cache import kv_cache_bytes
+from course_lib.model import GPTConfig, MiniGPT
 
 RESULTS = results_file("kv_cache.json")
 SHAPE = dict(vocab_size=65, n_layer=4, n_head=4, d_model=96, bias=False)

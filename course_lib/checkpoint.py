@@ -1,9 +1,12 @@
-"""Checkpoints: the trainer's (a run that resumes exactly) and the course's pretrained model.
+"""Checkpoint files: the trainer's (a run that resumes exactly) and the course's pretrained model.
 
-- ``trainer_state`` / ``restore_trainer``: what ``Trainer.save`` writes and ``Trainer.load``
-  restores: model, optimiser, gradient scaler, step, and every rank's batch sampler and
-  random-number states (a resumed run draws the batches the uninterrupted run would have
-  drawn). Tensors are saved on the CPU, so a checkpoint from a GPU loads anywhere.
+This module reads and writes files; what a trainer's state holds is the trainer's own
+(``Trainer.state_dict`` / ``load_state_dict`` in ``course_lib.train``), and nothing here calls
+back into it.
+
+- ``write_checkpoint`` / ``read_checkpoint``: a state dict to a file and back. Tensors are
+  written on the CPU, so a checkpoint from a GPU loads anywhere. ``rank_entry``: one rank's
+  part of a trainer checkpoint (checkpoints of every format so far).
 - ``load_model``: just the trained model and its tokenizer from a trainer checkpoint.
 - ``load_pretrained``: the course's pretrained MiniGPT (Part IV starts from it), checked
   against its sha256; ``export_pretrained`` writes one from a trainer checkpoint.
@@ -18,15 +21,14 @@ from pathlib import Path
 import torch
 
 from .data import CharTokenizer, tokenizer_from_state
-from .device import device_rng_state, dist_ready, resolve_device, set_device_rng_state
+from .device import resolve_device
 from .model import GPTConfig, MiniGPT
 
 __all__ = [
     "read_checkpoint",
+    "write_checkpoint",
+    "rank_entry",
     "to_cpu",
-    "rank_state",
-    "trainer_state",
-    "restore_trainer",
     "load_model",
     "PRETRAINED",
     "load_pretrained",
@@ -53,53 +55,18 @@ def to_cpu(obj):
     return obj
 
 
-# --------------------------------------------------------------------------- the trainer's
-def rank_state(sampler, device: torch.device) -> dict:
-    """What differs between the ranks of a DDP run: the batch sampler's generator and the
-    global random-number state (dropout). One entry of the checkpoint's ``ranks`` list."""
-    return {
-        "sampler": sampler.state_dict(),
-        "torch_rng": torch.get_rng_state(),
-        "device_rng": device_rng_state(device),
-    }
+def write_checkpoint(state: dict, path: str | Path) -> None:
+    """Write a (nested) state dict to ``path`` with every tensor on the CPU (``to_cpu``),
+    creating the folder."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    torch.save(to_cpu(state), path)
 
 
-def trainer_state(trainer) -> dict:
-    """Everything ``Trainer.load`` needs, as CPU tensors. Under DistributedDataParallel this is
-    a collective call (every rank must make it): it gathers every rank's state into ``ranks``."""
-    from dataclasses import asdict
-
-    mine = trainer.rank_state()
-    ranks = [mine]
-    if trainer.world_size > 1 and dist_ready():
-        ranks = [None] * trainer.world_size
-        torch.distributed.all_gather_object(ranks, mine)  # ranks[r] is rank r's state
-    tok = trainer.tokenizer
-    return to_cpu(
-        {
-            "config": asdict(trainer.cfg),
-            "vocab_size": trainer.module.cfg.vocab_size,
-            "model": trainer.module.state_dict(),
-            "optimizer": trainer.optimizer.state_dict(),
-            "scaler": trainer.scaler.state_dict(),
-            "step": trainer.step,
-            "history": asdict(trainer.history),
-            "world_size": trainer.world_size,
-            "ranks": ranks,
-            "tokenizer": tok.state_dict() if tok is not None else None,
-        }
-    )
-
-
-def restore_trainer(trainer, state: dict, rank: int = 0, world_size: int = 1) -> None:
-    """Put a checkpoint's model, optimiser, scaler, step and rank ``rank``'s sampler and RNG
-    states into a freshly built ``trainer`` (its history is the caller's)."""
-    trainer.module.load_state_dict(state["model"])  # copies onto the trainer's device
-    trainer.optimizer.load_state_dict(state["optimizer"])  # moves the moments there too
-    if state.get("scaler") and trainer.scaler.is_enabled():
-        trainer.scaler.load_state_dict(state["scaler"])
-    trainer.step = state["step"]
-    # checkpoints written before per-rank states held rank 0's state only
+def rank_entry(state: dict, rank: int, world_size: int) -> dict | None:
+    """Rank ``rank``'s sampler and RNG states in a trainer checkpoint's dict (``ranks[rank]``),
+    or None where the checkpoint has none for it. A checkpoint written by another number of
+    processes than ``world_size`` resumes with a warning (rank 0's): its batches cannot be the
+    uninterrupted run's. Checkpoints from before per-rank states held rank 0's only."""
     ranks = state.get("ranks") or [{"sampler": state["sampler"], "torch_rng": state["torch_rng"]}]
     saved_world = state.get("world_size", len(ranks))
     if saved_world != world_size and rank == 0:
@@ -109,12 +76,7 @@ def restore_trainer(trainer, state: dict, rank: int = 0, world_size: int = 1) ->
             "run.",
             stacklevel=3,
         )
-    if rank < len(ranks):
-        trainer.sampler.load_state_dict(ranks[rank]["sampler"])
-        torch.set_rng_state(ranks[rank]["torch_rng"])
-        if ranks[rank].get("device_rng") is not None and trainer.device.type != "cpu":
-            set_device_rng_state(trainer.device, ranks[rank]["device_rng"])
-    # a rank the checkpoint has no state for keeps its fresh stream (seed + rank)
+    return ranks[rank] if rank < len(ranks) else None
 
 
 def load_model(

@@ -17,7 +17,7 @@ from .data import bpe_vocab_size
 from .device import PRECISIONS, check_device_name
 from .model import GPTConfig
 
-__all__ = ["TrainConfig", "load_config", "clamp_warmup"]
+__all__ = ["TrainConfig", "load_config", "config_from_dict", "clamp_warmup"]
 
 
 @dataclass
@@ -88,6 +88,11 @@ class TrainConfig:
     def tokens_per_step(self) -> int:
         return self.batch_size * self.model.block_size
 
+    @property
+    def betas(self) -> tuple[float, float]:
+        """AdamW's (beta1, beta2)."""
+        return (self.beta1, self.beta2)
+
 
 def _model_from_dict(data: dict) -> GPTConfig:
     known = {f.name for f in fields(GPTConfig)}
@@ -103,8 +108,15 @@ def _model_from_dict(data: dict) -> GPTConfig:
 def load_config(path: str | Path, **overrides) -> TrainConfig:
     """A TrainConfig from a JSON file; unknown keys are an error (a typo would be ignored).
     ``overrides`` replace top-level keys (``model=`` a dict replaces keys of the model section)."""
-    data = json.loads(Path(path).read_text())
-    overrides = {k: v for k, v in overrides.items() if v is not None}
+    return config_from_dict(json.loads(Path(path).read_text()), overrides, source=str(path))
+
+
+def config_from_dict(data: dict, overrides: dict | None = None, source: str = "") -> TrainConfig:
+    """A TrainConfig from a dict of its fields (``asdict``'s, a JSON file's) with ``overrides``
+    as in ``load_config`` (None values are ignored); unknown keys are an error naming
+    ``source``."""
+    data = dict(data)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     if "model" in overrides:
         overrides["model"] = {**data.get("model", {}), **overrides["model"]}
     data.update(overrides)
@@ -113,8 +125,8 @@ def load_config(path: str | Path, **overrides) -> TrainConfig:
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(
-            f"load_config: {path} has unknown keys {unknown}; valid keys are {sorted(known)} "
-            "(the model's shape goes in the \"model\" section)."
+            f"load_config: {source or 'the settings'} has unknown keys {unknown}; valid keys are "
+            f"{sorted(known)} (the model's shape goes in the \"model\" section)."
         )
     return TrainConfig(**data)
 

@@ -7,10 +7,13 @@ bfloat16 autocast on GPUs that have it, in float16 with a gradient scaler on GPU
 (Colab's T4), and in float32 on the CPU (where ``bf16`` or ``fp16`` can be asked for).
 ``move_batch`` takes a batch from the CPU sampler to the device. ``seed_everything`` and the
 device's random-number state make runs and resumed runs repeat; ``ddp_backend`` and
-``init_distributed`` / ``finish_distributed`` set up the process group under torchrun.
+``init_distributed`` / ``finish_distributed`` set up the process group under torchrun,
+``all_ranks`` gathers a value from each rank.
 """
 
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 import torch
 
@@ -23,9 +26,13 @@ __all__ = [
     "ddp_backend",
     "move_batch",
     "seed_everything",
+    "autocast",
     "device_rng_state",
     "set_device_rng_state",
+    "rng_state",
+    "set_rng_state",
     "dist_ready",
+    "all_ranks",
     "init_distributed",
     "wrap_distributed",
     "finish_distributed",
@@ -104,6 +111,13 @@ def resolve_precision(name: str, device: torch.device) -> str:
     return name
 
 
+def autocast(precision: str, device: torch.device):
+    """The context a forward pass runs in: autocast to bf16/fp16 on ``device``, or none (fp32)."""
+    if precision == "fp32":
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[precision])
+
+
 def ddp_backend(device: torch.device) -> str:
     """The torch.distributed backend for a rank on ``device``: NCCL between GPUs, gloo otherwise."""
     return "nccl" if device.type == "cuda" else "gloo"
@@ -128,6 +142,19 @@ def set_device_rng_state(device: torch.device, state: torch.Tensor | None) -> No
         torch.mps.set_rng_state(state)
 
 
+def rng_state(device: torch.device) -> dict:
+    """The global random-number states a run draws from (dropout masks): torch's CPU
+    generator's and ``device``'s (None on the CPU)."""
+    return {"torch_rng": torch.get_rng_state(), "device_rng": device_rng_state(device)}
+
+
+def set_rng_state(state: dict, device: torch.device) -> None:
+    """Restore what ``rng_state`` returned (a state without ``device_rng`` restores the CPU's)."""
+    torch.set_rng_state(state["torch_rng"])
+    if device.type != "cpu":
+        set_device_rng_state(device, state.get("device_rng"))
+
+
 def move_batch(
     x: torch.Tensor, y: torch.Tensor, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,6 +172,16 @@ def move_batch(
 def dist_ready() -> bool:
     """Whether this process is one rank of an initialised torch.distributed group."""
     return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def all_ranks(obj) -> list:
+    """Every rank's ``obj`` in rank order (``all_gather_object``: a collective call, every rank
+    makes it) in a torchrun process group; ``[obj]`` in a single process."""
+    if not dist_ready():
+        return [obj]
+    gathered = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, obj)
+    return gathered
 
 
 def seed_everything(seed: int) -> None:
@@ -168,9 +205,13 @@ def init_distributed(device: torch.device) -> None:
 
 
 def wrap_distributed(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """``model`` in DistributedDataParallel: each rank's replica lives on its own GPU
+    """``model`` in DistributedDataParallel where this process is a rank of a process group
+    (``init_distributed``), else ``model`` itself: each rank's replica lives on its own GPU
     (``device_ids``); on the CPU there are none."""
     from torch.nn.parallel import DistributedDataParallel
+
+    if not dist_ready():
+        return model
 
     return DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None

@@ -12,12 +12,9 @@ that generating one more token computes the new token's keys and values only.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import torch
-
-if TYPE_CHECKING:
-    from .model import MiniGPT
+from torch import nn
 
 __all__ = ["LayerKV", "KVCache", "kv_cache_bytes", "to_grouped_query"]
 
@@ -105,15 +102,14 @@ class KVCache:
 
 
 @torch.no_grad()
-def to_grouped_query(model: MiniGPT, n_kv_heads: int) -> MiniGPT:
-    """A copy of a multi-head MiniGPT with ``n_kv_heads`` key/value heads: each group's key and
-    value projections are the mean of its heads' (the conversion of Ainslie et al. 2023, before
-    any further training). n_kv_heads = n_head gives the same model.
+def to_grouped_query(model: nn.Module, n_kv_heads: int) -> nn.Module:
+    """A copy of a multi-head MiniGPT (of ``type(model)``) with ``n_kv_heads`` key/value heads:
+    each group's key and value projections are the mean of its heads' (the conversion of
+    Ainslie et al. 2023, before any further training). n_kv_heads = n_head gives the same
+    model.
 
     Only the key/value rows of every ``attn.qkv`` change: (d + 2 n_head hd) -> (d + 2 n_kv hd) rows.
     """
-    from .model import MiniGPT  # the model module imports this one
-
     cfg = model.cfg
     if cfg.kv_heads != cfg.n_head:
         raise ValueError(
@@ -121,7 +117,7 @@ def to_grouped_query(model: MiniGPT, n_kv_heads: int) -> MiniGPT:
             "multi-head attention."
         )
     new_cfg = replace(cfg, n_kv_heads=n_kv_heads)  # validates that n_kv_heads divides n_head
-    out = MiniGPT(new_cfg)
+    out = type(model)(new_cfg)  # model's class: course_lib.model imports this module
     state = model.state_dict()
     d, hd, group = cfg.d_model, cfg.head_dim, cfg.n_head // n_kv_heads
 

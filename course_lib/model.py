@@ -21,8 +21,8 @@ Attention weights: every attention layer returns only its output; a layer whose
 ``course_lib.attention.MultiHeadAttention``). ``MiniGPT.attention_maps(idx)`` collects them.
 
 Next door: the KV cache and the grouped-query conversion in ``course_lib.kv_cache``;
-checkpoints and the course's pretrained model in ``course_lib.checkpoint`` (both importable
-from here too). A new
+checkpoints and the course's pretrained model in ``course_lib.checkpoint`` (imported from
+there: this module imports neither back). A new
 chapter's variant of the model is a module of its own (as ``encoder`` and ``lora`` are), not
 another option here.
 """
@@ -45,10 +45,9 @@ from .attention import (
     split_heads,
 )
 from .generate import generate as _generate
-from .kv_cache import KVCache, LayerKV, kv_cache_bytes
+from .kv_cache import KVCache, LayerKV
 
 __all__ = ["GPTConfig", "CausalSelfAttention", "MLP", "Block", "MiniGPT", "flops_per_token"]
-__all__ += ["KVCache", "LayerKV", "kv_cache_bytes"]  # at home in course_lib.kv_cache
 
 ATTENTION_KINDS = ("fused", "course_lib")
 POSITION_KINDS = ("learned", "rope")
@@ -459,23 +458,3 @@ def flops_per_token(cfg: GPTConfig, n_matmul_params: int | None = None) -> float
         qkv = d * (d + 2 * cfg.kv_heads * cfg.head_dim)  # 3 d^2 unless grouped-query attention
         n_matmul_params = L * (qkv + d * d + 8 * d * d) + V * d  # blocks + LM head
     return 6.0 * n_matmul_params + 12.0 * L * d * T
-
-
-# Chapters also import these from here; their homes import this module, so they are resolved
-# on first use (PEP 562): the course's pretrained model in course_lib.checkpoint (with the
-# trainer's checkpoints), the grouped-query conversion in course_lib.kv_cache (Chapter 10).
-_ELSEWHERE = {
-    "PRETRAINED": "checkpoint",
-    "load_pretrained": "checkpoint",
-    "load_pretrained_info": "checkpoint",
-    "export_pretrained": "checkpoint",
-    "to_grouped_query": "kv_cache",
-}
-
-
-def __getattr__(name: str):
-    if name in _ELSEWHERE:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__package__}.{_ELSEWHERE[name]}"), name)
-    raise AttributeError(f"module 'course_lib.model' has no attribute {name!r}")

@@ -4,7 +4,15 @@ In a notebook::
 
     trainer = Trainer(TrainConfig(...), train_tokens, val_tokens, vocab_size)
     history = trainer.train()
+    state = copy.deepcopy(trainer.state_dict())  # everything a resumed run needs
+    trainer.load_state_dict(state)               # (as nn.Module's; deepcopy: a snapshot)
     trainer.save("ckpt.pt"); trainer = Trainer.load("ckpt.pt", train_tokens, val_tokens)
+
+``Trainer`` holds the run's state (model, optimiser, gradient scaler, step, history, each
+rank's batch sampler and random-number states) and builds the DistributedDataParallel wrapper
+itself; ``course_lib.checkpoint`` only writes and reads the files. Its pieces are functions of
+their own here: ``optimizer_step`` (one step: mixed precision, clipping), ``estimate_loss``
+(the fixed evaluation windows), ``read_points`` (when the losses are read from the device).
 
 From the command line (a JSON file of ``TrainConfig`` fields)::
 
@@ -35,32 +43,36 @@ import json
 import math
 import os
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from .checkpoint import load_model, rank_state, read_checkpoint, restore_trainer, trainer_state
-from .config import TrainConfig, clamp_warmup, load_config
+from .checkpoint import load_model, rank_entry, read_checkpoint, write_checkpoint
+from .config import TrainConfig, config_from_dict, load_config
 from .data import BatchSampler, corpus_tokens, tokenizer_from_state
 from .device import (
     AUTOCAST_DTYPES,
     PRECISIONS,
+    all_ranks,
+    autocast,
     ddp_backend,
     finish_distributed,
     init_distributed,
     move_batch,
     resolve_device,
     resolve_precision,
+    rng_state,
     seed_everything,
+    set_rng_state,
     wrap_distributed,
 )
 from .model import MiniGPT, flops_per_token
 from .schedule import warmup_cosine
 
-__all__ = ["History", "Trainer", "make_optimizer", "run", "main"]
+__all__ = ["History", "Trainer", "make_optimizer", "optimizer_step", "estimate_loss"]
+__all__ += ["read_points", "progress_bar", "run", "main"]
 # at home in course_lib.config, .checkpoint, .data and .device; importable from here too
 __all__ += ["TrainConfig", "load_config", "load_model", "corpus_tokens", "move_batch"]
 __all__ += ["resolve_device", "resolve_precision", "ddp_backend", "PRECISIONS", "AUTOCAST_DTYPES"]
@@ -81,6 +93,18 @@ class History:
 
     def as_dict(self) -> dict:
         return {"step": self.step, "train": self.train, "val": self.val}
+
+    def record_steps(self, losses: list[torch.Tensor], since: float, tokens_per_step: int) -> None:
+        """Read ``losses`` (0-d tensors, one per step, on the device: this waits for it) and
+        count their time (from ``since``, a ``time.perf_counter()``) and tokens."""
+        self.step_loss.extend(torch.stack(losses).tolist())
+        self.train_seconds += time.perf_counter() - since
+        self.tokens += len(losses) * tokens_per_step
+
+    def record_evaluation(self, step: int, losses: dict[str, float]) -> None:
+        self.step.append(step)
+        self.train.append(losses["train"])
+        self.val.append(losses["val"])
 
     @property
     def tokens_per_second(self) -> float:
@@ -104,14 +128,74 @@ def make_optimizer(
     return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=True)
 
 
-class Trainer:
-    """Owns the model, optimiser, batch samplers and history of one run.
+@torch.no_grad()
+def estimate_loss(
+    model: nn.Module, splits: dict[str, torch.Tensor], cfg: TrainConfig, device, precision: str
+) -> dict[str, float]:
+    """Mean loss of ``model`` on the same fixed windows of each split (1-D token tensors) at
+    every call (a fixed seed per split, in the order given), so successive evaluations differ
+    only because the model did. The model is put back in the mode it was in."""
+    was_training = model.training
+    model.eval()
+    out = {}
+    for i, (split, data) in enumerate(splits.items()):
+        sampler = BatchSampler(data, cfg.model.block_size, seed=10_000 + i)
+        losses = []
+        for _ in range(cfg.eval_batches):
+            x, y = move_batch(*sampler.sample(cfg.eval_batch_size), device)  # (B, T), (B, T)
+            with autocast(precision, device):
+                losses.append(model(x, y)[1].item())
+        out[split] = sum(losses) / len(losses)
+    model.train(was_training)
+    return out
 
-    train_tokens, val_tokens: 1-D int64 token tensors (they stay on the CPU; each batch moves
-    to the device). ``tokenizer`` (optional) is stored in checkpoints so a checkpoint can
-    generate text on its own. ``device``: a torch.device or a name for ``resolve_device``
-    (default: the config's ``device``).
-    """
+
+def read_points(
+    step: int, stop: int, read_every: int, cfg: TrainConfig, evaluate: bool = True
+) -> list[tuple[int, bool]]:
+    """Where ``Trainer.train`` reads the step losses from the device between ``step`` and
+    ``stop``, as (step, whether it evaluates there): every ``read_every`` steps, and at each
+    evaluation (every ``eval_interval`` steps and at ``max_steps``) and at ``stop``."""
+    if int(read_every) < 1:
+        raise ValueError(f"Trainer.train: read_every must be a positive number; got {read_every}.")
+    points = []
+    while step < stop:
+        due = (step // cfg.eval_interval + 1) * cfg.eval_interval if evaluate else stop
+        step = min(stop, step + int(read_every), due)
+        points.append((step, evaluate and (step % cfg.eval_interval == 0 or step == cfg.max_steps)))
+    return points
+
+
+def optimizer_step(model, optimizer, scaler, batch, lr: float, grad_clip: float) -> torch.Tensor:
+    """One step of ``optimizer`` at learning rate ``lr`` on ``batch`` = (x, y), both (B, T): the
+    forward pass (in the caller's autocast context), the backward pass through ``scaler``
+    (fp16's loss scaling; a disabled scaler passes everything through), the gradients clipped
+    to norm ``grad_clip`` (0: not clipped). Returns the loss, detached, where it was computed:
+    reading it makes the CPU wait for the device."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    _, loss = model(*batch)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    if grad_clip > 0:
+        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip, foreach=True)
+    scaler.step(optimizer)  # skips the step if fp16 gradients overflowed
+    scaler.update()
+    return loss.detach()
+
+
+def progress_bar(total: int, name: str, show: bool):
+    """A tqdm bar of ``total`` steps (disabled, all its calls do nothing)."""
+    from tqdm.auto import tqdm  # the notebook's bar in Jupyter
+
+    return tqdm(total=total, desc=name, mininterval=2.0, disable=not show)
+
+
+class Trainer:
+    """One run's model, optimiser, gradient scaler, batch sampler, step and history, all held by
+    ``state_dict``; tokens: 1-D int64 tensors on the CPU. ``device``: a torch.device as it is, or
+    a name for ``resolve_device`` (default: the config's). Under torchrun, DDP wraps the model."""
 
     def __init__(
         self,
@@ -125,198 +209,107 @@ class Trainer:
         device: str | torch.device | None = None,
     ):
         self.cfg, self.tokenizer, self.rank, self.world_size = cfg, tokenizer, rank, world_size
-        self.device = resolve_device(cfg.device if device is None else device)
+        device = device or cfg.device
+        self.device = device if isinstance(device, torch.device) else resolve_device(device)
         self.precision = resolve_precision(cfg.precision, self.device)
         seed_everything(cfg.seed)  # the same initial weights on every rank and every device
-        # built on the CPU, then moved
         self.module = MiniGPT(cfg.model.with_vocab(vocab_size)).to(self.device)
-        # self.model is what train_step calls: the module, compiled and/or wrapped by DDP
-        self.model = torch.compile(self.module) if cfg.compile else self.module
-        # fused AdamW (see make_optimizer) runs on CUDA, MPS and CPU; built after the move
-        self.optimizer = make_optimizer(
-            self.module, cfg.lr, cfg.weight_decay, (cfg.beta1, cfg.beta2)
-        )
-        # fp16 needs loss scaling (small gradients underflow in float16); disabled, the scaler
-        # passes everything through unchanged (scale returns the loss, step calls optimizer.step)
+        model = torch.compile(self.module) if cfg.compile else self.module
+        self.model = wrap_distributed(model, self.device)  # what steps call (DDP in a group)
+        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, cfg.betas)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.train_data, self.val_data = train_tokens, val_tokens
         self.sampler = BatchSampler(train_tokens, cfg.model.block_size, seed=cfg.seed + rank)
-        self.step = 0
-        self.history = History()
+        self.step, self.history = 0, History()
 
-    def autocast(self):
-        """The context the forward pass runs in: autocast to bf16/fp16, or nothing for fp32."""
-        if self.precision == "fp32":
-            return nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=AUTOCAST_DTYPES[self.precision])
-
-    # -- evaluation -------------------------------------------------------------------------
-    @torch.no_grad()
-    def estimate_loss(self) -> dict[str, float]:
-        """Mean loss on the same fixed windows of train and validation data at every call
-        (a fixed seed per split), so successive evaluations differ only because the model did."""
-        model = self.module
-        was_training = model.training
-        model.eval()
-        out = {}
-        for i, (split, data) in enumerate((("train", self.train_data), ("val", self.val_data))):
-            sampler = BatchSampler(data, self.cfg.model.block_size, seed=10_000 + i)
-            losses = []
-            for _ in range(self.cfg.eval_batches):
-                # (B, T), (B, T)
-                x, y = move_batch(*sampler.sample(self.cfg.eval_batch_size), self.device)
-                with self.autocast():
-                    losses.append(model(x, y)[1].item())
-            out[split] = sum(losses) / len(losses)
-        model.train(was_training)
-        return out
-
-    def _evaluate_and_record(self) -> dict[str, float]:
-        losses = self.estimate_loss()
-        self.history.step.append(self.step)
-        self.history.train.append(losses["train"])
-        self.history.val.append(losses["val"])
+    def estimate_loss(self, record: bool = False) -> dict[str, float]:
+        """Mean train and validation losses on fixed windows; ``record``: into the history."""
+        splits = {"train": self.train_data, "val": self.val_data}
+        losses = estimate_loss(self.module, splits, self.cfg, self.device, self.precision)
+        if record:
+            self.history.record_evaluation(self.step, losses)
         return losses
 
-    # -- training ---------------------------------------------------------------------------
     def train_step(self) -> float:
         """One optimisation step; returns the (pre-update) training loss of its batch."""
-        value = self._step().item()
-        self.history.step_loss.append(value)
+        self.history.step_loss.append(value := self._step().item())
         return value
 
     def _step(self) -> torch.Tensor:
-        """One optimisation step, without waiting for the device: returns the batch's loss as
-        a detached 0-d tensor where it was computed. Reading it (``.item()``) makes the CPU
-        wait until the GPU has finished the step, so ``train`` reads the losses in groups:
-        meanwhile the CPU queues the next steps' kernels. (On the CPU nothing is queued and
-        the values are the same either way.) The caller records the loss in the history."""
+        """One optimisation step on the next batch; its loss, a 0-d tensor left on the device."""
         cfg = self.cfg
         lr = warmup_cosine(self.step, cfg.lr, cfg.warmup_steps, cfg.max_steps, cfg.min_lr)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        x, y = move_batch(*self.sampler.sample(cfg.batch_size), self.device)  # (B, T), (B, T)
-        with self.autocast():
-            _, loss = self.model(x, y)
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
-        if cfg.grad_clip > 0:
-            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
-            nn.utils.clip_grad_norm_(self.module.parameters(), cfg.grad_clip, foreach=True)
-        self.scaler.step(self.optimizer)  # skips the step if fp16 gradients overflowed
-        self.scaler.update()
+        batch = move_batch(*self.sampler.sample(cfg.batch_size), self.device)  # (B, T), (B, T)
+        with autocast(self.precision, self.device):
+            loss = optimizer_step(self.model, self.optimizer, self.scaler, batch, lr, cfg.grad_clip)
         self.step += 1
         self.history.lr.append(lr)
-        return loss.detach()
+        return loss
 
-    def train(
-        self,
-        steps: int | None = None,
-        progress: bool = True,
-        evaluate: bool = True,
-        read_every: int = 50,
-    ) -> History:
-        """Train until ``max_steps`` (or for ``steps`` more steps), evaluating every
-        ``eval_interval`` steps and at the end. Returns the history.
-
-        The step losses are read from the device every ``read_every`` steps and before each
-        evaluation (see ``_step``); the training time is measured between those reads, so it
-        counts the device's work, not only the queueing, and leaves out the evaluations."""
-        cfg = self.cfg
-        if int(read_every) < 1:
-            raise ValueError(
-                f"Trainer.train: read_every must be a positive number of steps; got {read_every}."
-            )
+    def train(self, steps=None, progress=True, evaluate=True, read_every=50) -> History:
+        """Train until ``max_steps`` (or ``steps`` more), evaluating every ``eval_interval``
+        steps and at the end; returns the history. Losses are read (waiting for the device) at
+        ``read_points``; the training time leaves out the evaluations."""
+        cfg, history = self.cfg, self.history
         stop = cfg.max_steps if steps is None else min(cfg.max_steps, self.step + steps)
-        bar = None
-        if progress and self.rank == 0:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=stop - self.step, desc=cfg.name, mininterval=2.0)
+        points = read_points(self.step, stop, read_every, cfg, evaluate)
+        bar = progress_bar(stop - self.step, cfg.name, progress and self.rank == 0)
         self.model.train()
-        if evaluate and self.step == 0 and not self.history.step:
-            self._evaluate_and_record()
-        pending: list[torch.Tensor] = []
-        t0 = time.perf_counter()
-        while self.step < stop:
-            pending.append(self._step())
-            self.history.tokens += cfg.tokens_per_step * self.world_size
-            if bar is not None:
-                bar.update(1)
-            due = evaluate and (self.step % cfg.eval_interval == 0 or self.step == cfg.max_steps)
-            if due or len(pending) == read_every or self.step == stop:
-                self.history.step_loss.extend(torch.stack(pending).tolist())  # waits for the device
-                self.history.train_seconds += time.perf_counter() - t0
-                pending = []
-                if bar is not None:
-                    bar.set_postfix(loss=f"{self.history.step_loss[-1]:.3f}")
-                if due:
-                    losses = self._evaluate_and_record()
-                    if bar is not None:
-                        bar.set_postfix(train=f"{losses['train']:.3f}", val=f"{losses['val']:.3f}")
-                t0 = time.perf_counter()
-        if bar is not None:
-            bar.close()
-        return self.history
-
-    # -- checkpoints ------------------------------------------------------------------------
-    def rank_state(self) -> dict:
-        """This rank's sampler and random-number states (``checkpoint.rank_state``)."""
-        return rank_state(self.sampler, self.device)
+        if evaluate and self.step == 0 and not history.step:
+            self.estimate_loss(record=True)
+        for end, due in points:
+            t0, losses = time.perf_counter(), [self._step() for _ in range(end - self.step)]
+            history.record_steps(losses, t0, cfg.tokens_per_step * self.world_size)
+            shown = self.estimate_loss(record=True) if due else {"loss": history.step_loss[-1]}
+            bar.update(len(losses))
+            bar.set_postfix({k: f"{v:.3f}" for k, v in shown.items()})
+        bar.close()
+        return history
 
     def state_dict(self) -> dict:
-        """Everything ``load`` needs (``checkpoint.trainer_state``; under DDP a collective
-        call: every rank must make it)."""
-        return trainer_state(self)
+        """Everything a resumed run needs, each rank's sampler and RNG states in ``ranks`` (a
+        collective call under DDP); its tensors are the live ones, as ``nn.Module``'s."""
+        return {
+            "config": asdict(self.cfg),
+            "vocab_size": self.module.cfg.vocab_size,
+            "model": self.module.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "step": self.step,
+            "history": asdict(self.history),
+            "world_size": self.world_size,
+            "ranks": all_ranks({"sampler": self.sampler.state_dict(), **rng_state(self.device)}),
+            "tokenizer": self.tokenizer.state_dict() if self.tokenizer is not None else None,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from a ``state_dict`` as if never stopped; rank r takes rank r's states."""
+        self.module.load_state_dict(state["model"])  # copies onto the trainer's device
+        self.optimizer.load_state_dict(state["optimizer"])  # moves the moments there too
+        if state.get("scaler") and self.scaler.is_enabled():
+            self.scaler.load_state_dict(state["scaler"])
+        self.step, self.history = state["step"], History(**state["history"])
+        mine = rank_entry(state, self.rank, self.world_size)
+        if mine is not None:  # else this rank keeps its fresh stream (seed + rank)
+            self.sampler.load_state_dict(mine["sampler"])
+            set_rng_state(mine, self.device)
 
     def save(self, path: str | Path) -> None:
-        """Write a checkpoint that resumes exactly (model, optimiser, and every rank's sampler
-        and RNG states). Under DDP every rank calls it (it gathers the ranks' states); rank 0
-        writes the file."""
+        """``state_dict`` to a file (``write_checkpoint``); every rank calls it, rank 0 writes."""
         state = self.state_dict()
-        if self.rank != 0:
-            return
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        torch.save(state, path)
+        if self.rank == 0:
+            write_checkpoint(state, path)
 
     @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        train_tokens: torch.Tensor,
-        val_tokens: torch.Tensor,
-        rank: int = 0,
-        world_size: int = 1,
-        device: str | torch.device | None = None,
-        map_location="cpu",
-        **overrides,
-    ) -> "Trainer":
-        """Rebuild a Trainer from ``save``; the next ``train_step`` continues as if never stopped.
-
-        ``rank``/``world_size``: this process's place in a DDP run; rank r restores the sampler
-        and RNG states that rank r saved. ``device``: where to train on (default: the config's
-        ``device``, so "auto" picks this machine's best). ``map_location`` (a device, a
-        {saved: here} dict or a function, as for ``torch.load``) decides where the saved tensors
-        are read to; the default, the CPU, reads a checkpoint whatever device wrote it.
-        ``overrides`` replace settings of the checkpoint's config, e.g. ``max_steps=6000`` to
-        train on (the cosine schedule then stretches to the new end, so the continuation is not
-        the run a 6000-step config would have made)."""
+    def load(cls, path, train_tokens, val_tokens, map_location="cpu", **settings) -> "Trainer":
+        """``save``'s file as a Trainer. ``settings``: ``rank``, ``world_size``, ``device``, and
+        config values to replace (``max_steps=6000``: the schedule stretched to the new end)."""
         state = read_checkpoint(path, map_location)
-        data = {**state["config"], **{k: v for k, v in overrides.items() if v is not None}}
-        clamp_warmup(data, overrides)
+        where = {k: settings.pop(k) for k in ("rank", "world_size", "device") if k in settings}
+        cfg = config_from_dict(state["config"], settings, source=str(path))
         tok = tokenizer_from_state(state["tokenizer"]) if state.get("tokenizer") else None
-        trainer = cls(
-            TrainConfig(**data),
-            train_tokens,
-            val_tokens,
-            state["vocab_size"],
-            tokenizer=tok,
-            rank=rank,
-            world_size=world_size,
-            device=device,
-        )
-        restore_trainer(trainer, state, rank, world_size)
-        trainer.history = History(**state["history"])
+        trainer = cls(cfg, train_tokens, val_tokens, state["vocab_size"], tok, **where)
+        trainer.load_state_dict(state)
         return trainer
 
 
@@ -357,12 +350,10 @@ def run(
         cfg = trainer.cfg  # the checkpoint's config with the overrides
     else:
         trainer = Trainer(cfg, train, val, tok.vocab_size, tokenizer=tok, **where)
-    if distributed:
-        trainer.model = wrap_distributed(trainer.model, device)
     t0 = time.perf_counter()
     history = trainer.train(steps=steps, progress=progress)
     if not history.step or history.step[-1] != trainer.step:
-        trainer._evaluate_and_record()  # stopped between evaluations (``steps``): measure here
+        trainer.estimate_loss(record=True)  # stopped between evaluations (``steps``): measure here
     wall = time.perf_counter() - t0
     mcfg = trainer.module.cfg
     final = {"train": history.train[-1], "val": history.val[-1]}

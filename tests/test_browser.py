@@ -541,8 +541,12 @@ def test_every_page_has_head_and_licence(site_dir):
             if words not in footer:
                 problems.append(f"{path}: the footer does not say {words!r}")
     assert (site_dir / "_static" / "favicon.svg").is_file(), "favicon.svg not shipped"
-    card = site_dir / "_static" / "course-card.png"
-    assert card.is_file() and card.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "no preview card"
+    # each page's social card (sphinxext-opengraph), shipped where its og:image says
+    for path, html in _pages_html(site_dir).items():
+        m = re.search(r'property="og:image" content="https://[^"]+?/(_images/[^"]+\.png)"', html)
+        card = site_dir / m.group(1) if m else None
+        if not (card and card.is_file() and card.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"):
+            problems.append(f"{path}: its social card {card} is not in the site")
     index = (site_dir / "index.html").read_text(encoding="utf-8")
     assert re.search(r"<title>[^<]+</title>", index), "index.html has no title"
     assert re.search(r'http-equiv="Refresh" content="0; url=book/intro\.html"', index)
@@ -564,17 +568,27 @@ def test_every_page_has_an_edit_link_and_a_date(site_dir):
         if not m:
             problems.append(f"{path}: no 'Last updated' date")
             continue
-        import subprocess
-
-        want = subprocess.run(
-            ["git", "log", "-1", "--format=%cs", "--", source],
-            cwd=source_root(),
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        if want and m.group(1) != want:
-            problems.append(f"{path}: last updated {m.group(1)}, its last commit {want}")
+        # sphinx-last-updated-by-git: the author date (UTC) of the last commit that changed the
+        # source or a file it includes, so between the source's own and the newest commit's
+        day = m.group(1)
+        source_day, newest_day = (_commit_day(source), _commit_day("."))
+        if source_day and not source_day <= day <= newest_day:
+            problems.append(f"{path}: last updated {day}, its source's last commit {source_day}")
     assert ROOT.is_dir() and not problems, "\n".join(problems)
+
+
+def _commit_day(path: str) -> str:
+    """The UTC day (YYYY-MM-DD) of the author date of the last commit that changed ``path``."""
+    import subprocess
+
+    out = subprocess.run(
+        ["git", "log", "-1", "--format=%ad", "--date=format-local:%Y-%m-%d", "--", path],
+        cwd=source_root(),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TZ": "UTC"},
+    )
+    return out.stdout.strip()
 
 
 def test_unnumbered_pages_number_their_equations_from_one(site_dir):

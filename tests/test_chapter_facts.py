@@ -487,8 +487,8 @@ def test_chapter_12_gpt2_sizes_match_transformers_gpt2_small():
 
 @pytest.mark.slow
 def test_chapter_12_play_titles_and_seed_0s_ngram_baseline():
+    from course_lib.checkpoint import load_pretrained
     from course_lib.labs.finetune import ngram_baseline, play_data
-    from course_lib.model import load_pretrained
 
     pretrained, tok = load_pretrained()
     acc = ngram_baseline(play_data(tok, pretrained.cfg.block_size, seed=0))

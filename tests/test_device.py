@@ -188,7 +188,7 @@ def test_bf16_autocast_trains_on_the_cpu():
     bf16 = _trainer(precision="bf16")
     assert bf16.precision == "bf16" and not bf16.scaler.is_enabled()  # bf16 needs no loss scaling
     x, y = fp32.sampler.sample(8)
-    with bf16.autocast():
+    with device_mod.autocast(bf16.precision, bf16.device):  # what the trainer's steps run in
         logits, loss = bf16.model(x, y)
     # matmuls in bf16, loss in fp32
     assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32

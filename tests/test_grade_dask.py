@@ -383,7 +383,7 @@ def test_a_forged_report_becomes_its_submissions_error_row(tmp_path, monkeypatch
         nbformat.write(make_submission(sol), tmp_path / f"{who}_{STEM}.ipynb")
     honest = cluster.grade_submission
 
-    def worker(data, name, stem, solution, options):
+    def worker(data, name, stem, solution, options, grade_one):
         if "mallory" in Path(name).name:
             import hashlib
 

@@ -1,6 +1,7 @@
 """The site's head and icons at build time (``book/_ext/course_icons.py``,
 ``book/_ext/course_site.py``): fast tests of the rewrites; the built site in
 tests/test_browser.py (``test_icons_are_inline_svg``, ``test_every_page_has_head_and_licence``).
+The head's Open Graph tags are sphinxext-opengraph's (tests/test_site_finish.py).
 """
 
 from __future__ import annotations
@@ -96,14 +97,6 @@ def test_unnumbered_pages_count_their_equations_from_one():
     assert env.toc_fignumbers["book/where_next"]["displaymath"] == {"c": (1,)}
     assert env.toc_fignumbers["book/where_next"]["figure"] == {"g": (1,), "f": (2,)}
     assert env.toc_fignumbers["book/04"]["displaymath"]["e2"] == (4, 2)  # chapters untouched
-
-
-def test_meta_tags_add_the_url_and_the_card():
-    tags = site.meta_tags("4. Attention", "Course", "About.", "https://x/a.html", "https://x/c.png")
-    assert '<meta property="og:url" content="https://x/a.html" />' in tags
-    assert '<meta property="og:image" content="https://x/c.png" />' in tags
-    assert 'content="summary_large_image"' in tags
-    assert "og:url" not in site.meta_tags("T", "Course", "About.")
 
 
 def test_an_empty_fa_span_becomes_inline_svg_and_other_spans_stay():

@@ -8,6 +8,11 @@
 
 These rules are what keeps ``import course_lib.model`` light for a training worker and a grading
 kernel; the last tests check that in a fresh interpreter.
+
+And no cycles: in ``course_lib`` and ``tools`` no module imports, however indirectly, a module
+that imports it back, counting every import (inside functions too: a deferred import hides a
+cycle, it does not remove it). ``importlib.import_module`` takes a literal name (an edge like
+any other); only the package's front door, ``course_lib/__init__.py``, resolves names lazily.
 """
 
 from __future__ import annotations
@@ -130,6 +135,138 @@ def test_the_rule_checker_sees_violations(tmp_path):
     assert any("rope.py:2 (labs) imports course_lib.viz.plotting" in g for g in got)
     assert any("checks.py:1 imports matplotlib" in g for g in got)
     assert any("checks.py:2 (grading) imports course_lib.model (core)" in g for g in got)
+
+
+CYCLE_ROOTS = ("course_lib", "tools")
+FRONT_DOOR = "course_lib"  # its lazy names point outward only (viz), never back at itself
+
+
+def import_graph(root: Path = ROOT) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """{module: {module it imports: first line}} over ``CYCLE_ROOTS`` (every import, deferred
+    ones and ``importlib.import_module("literal")`` included), and the dynamic imports the graph
+    cannot see (``import_module`` of a computed name) as 'file:line' problems."""
+    graph: dict[str, dict[str, int]] = {}
+    unseen = []
+    for top in CYCLE_ROOTS:
+        for path in sorted(p for p in (root / top).rglob("*.py") if "__pycache__" not in p.parts):
+            me = module_name(path, root)
+            if me == FRONT_DOOR:
+                continue
+            found = list(imports(path, root))
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, (ast.Attribute, ast.Name))
+                    and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+                ):
+                    continue
+                arg = node.args[0] if node.args else None
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    found.append((node.lineno, arg.value))
+                else:
+                    unseen.append(
+                        f"{path.relative_to(root)}:{node.lineno} import_module(<computed>)"
+                    )
+            edges = graph.setdefault(me, {})
+            for line, name in found:
+                if name.split(".")[0] in CYCLE_ROOTS:
+                    module = _resolve(name, root)
+                    if module and module not in (me, FRONT_DOOR):
+                        edges.setdefault(module, line)
+    return graph, unseen
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The import cycles of ``graph``: its strongly connected components of two or more modules
+    (Tarjan's algorithm, iterative), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            w = next((c for c in children if c in graph), None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(graph[w])))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _describe(graph: dict[str, dict[str, int]], component: list[str]) -> str:
+    return "; ".join(
+        f"{a} imports {b} (line {graph[a][b]})"
+        for a in component
+        for b in graph[a]
+        if b in component
+    )
+
+
+def test_no_import_cycles_deferred_imports_included():
+    graph, unseen = import_graph()
+    assert not unseen, "imports the cycle check cannot see (name the module):\n" + "\n".join(unseen)
+    found = cycles(graph)
+    assert not found, "import cycles (deferred imports count):\n" + "\n".join(
+        _describe(graph, c) for c in found
+    )
+
+
+def test_the_cycle_checker_sees_deferred_and_dynamic_imports(tmp_path):
+    """A made-up package: a two-way dependency through an import inside a function, a
+    three-module ring through ``import_module("...")``, a PEP 562 map's computed name, and a
+    one-way chain that is no cycle."""
+    files = {
+        "course_lib/__init__.py": "from .model import x\n",
+        "course_lib/model.py": "from .kv_cache import Cache\n",
+        "course_lib/kv_cache.py": "def f():\n    from .model import MiniGPT\n",
+        "course_lib/grading/__init__.py": "",
+        "course_lib/grading/a.py": (
+            "import importlib\nB = importlib.import_module('course_lib.grading.b')\n"
+        ),
+        "course_lib/grading/b.py": "from course_lib.grading import c\n",
+        "course_lib/grading/c.py": "from . import a\n",
+        "course_lib/loss.py": "from .attention import y\n",
+        "course_lib/attention.py": "import importlib\n"
+        "def __getattr__(n):\n    return importlib.import_module(f'course_lib.{n}')\n",
+        "tools/__init__.py": "",
+        "tools/colab.py": "from .reader import z\n",
+        "tools/reader.py": "import course_lib.model\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    graph, unseen = import_graph(tmp_path)
+    assert sorted(cycles(graph)) == [
+        ["course_lib.grading.a", "course_lib.grading.b", "course_lib.grading.c"],
+        ["course_lib.kv_cache", "course_lib.model"],
+    ]
+    assert unseen == ["course_lib/attention.py:3 import_module(<computed>)"]
 
 
 HEAVY = (

@@ -322,7 +322,7 @@ def test_kv_cache_forward_equals_full_forward_token_by_token(kw):
 
 
 def test_kv_cache_bytes_formula():
-    from course_lib.model import kv_cache_bytes
+    from course_lib.kv_cache import kv_cache_bytes
 
     model = _model(n_kv_heads=2).eval()
     cache = model.new_cache()
@@ -373,7 +373,7 @@ def test_new_config_options_reject_bad_values():
 
 
 def test_to_grouped_query_mean_pools_key_value_heads():
-    from course_lib.model import to_grouped_query
+    from course_lib.kv_cache import to_grouped_query
 
     mha = _model().eval()
     idx = torch.randint(23, (2, 12))
@@ -396,8 +396,8 @@ def test_pretrained_checkpoint_checksum_and_validation_loss():
     windows is near the validation loss recorded when it was trained."""
     import hashlib
 
+    from course_lib.checkpoint import PRETRAINED, load_pretrained, load_pretrained_info
     from course_lib.data import shakespeare_splits
-    from course_lib.model import PRETRAINED, load_pretrained, load_pretrained_info
 
     path = PRETRAINED["chapter"]
     recorded = path.with_suffix(".sha256").read_text().split()[0]

@@ -53,6 +53,10 @@ def test_worksheet_page_fits_a_phone_and_links_back():
     assert "['" not in key and "[[0.1, 0.0]]" in key
     # the six-digit line says so, and the footer promises both
     assert "(6 significant digits)" in key and "or 6 where a line says so" in key
+    # the template escapes every value; the blank sits where the prompt's {} was
+    odd = worksheet_html("A <b>", "x & y", [Line("S", "a {} < b", "1")], answers=True)
+    assert "A &lt;b&gt;: answer key" in odd and "<p>x &amp; y</p>" in odd
+    assert '<li>a <span class="answer">1</span> &lt; b</li>' in odd
     sheet = worksheet_html("Example", "Intro", lines[:1])
     assert "6 significant digits" not in sheet and "0.1" not in sheet.split("<main>")[1]
 
@@ -95,12 +99,86 @@ def test_every_pre_carries_its_longest_line():
     assert "--course-cols" in site.fix_body(body)
 
 
-def test_head_tags_and_description():
-    tags = site.meta_tags("Attention", "Understanding Transformers", 'A "quoted" <page>')
-    assert 'content="A &quot;quoted&quot; &lt;page&gt;"' in tags
-    for key in ("description", "og:title", "og:description", "twitter:card"):
-        assert re.search(rf'"{key}" content="[^"]+"', tags), key
-    assert "Attention — Understanding Transformers" in tags
+def test_head_tags_and_date_come_from_the_libraries(tmp_path, monkeypatch):
+    """The head tags and the "last updated" date as _config.yml configures them
+    (sphinxext-opengraph, sphinx-last-updated-by-git, course_site setting og's site address from
+    html.baseurl): a two-page Sphinx build in a git repository whose commit has a known date."""
+    import io
+    import subprocess
+
+    import yaml
+    from sphinx.application import Sphinx
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    extensions = [e for e in config["sphinx"]["extra_extensions"] if "opengraph" in e or "git" in e]
+    assert len(extensions) == 2, config["sphinx"]["extra_extensions"]
+    overrides = {
+        k: v
+        for k, v in config["sphinx"]["config"].items()
+        if k.startswith(("ogp_", "git_", "html_last_updated"))
+    }
+    src = tmp_path / "src"
+    src.mkdir()
+    first = "The opening paragraph of the page, long enough to be its description. " * 4
+    toc = "\n\n.. toctree::\n\n   attention\n   empty\n"
+    (src / "index.rst").write_text("Home\n====\n\n" + first + toc)
+    (src / "empty.rst").write_text("Bibliography\n============\n")
+    body = "A <b> page. " * 9
+    (src / "attention.rst").write_text('Attention "quoted"\n' + "=" * 18 + "\n\n" + body)
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+        "GIT_AUTHOR_DATE": "2024-03-05T23:30:00-05:00",  # 2024-03-06 in UTC
+        "GIT_COMMITTER_DATE": "2024-03-05T23:30:00-05:00",
+        "PATH": __import__("os").environ["PATH"],
+    }
+    for cmd in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "pages"]):
+        subprocess.run(["git", *cmd], cwd=src, env=env, check=True)
+    base = "https://example.org/course/"
+    monkeypatch.syspath_prepend(str(ROOT / "book" / "_ext"))
+    app = Sphinx(
+        str(src),
+        None,
+        str(tmp_path / "html"),
+        str(tmp_path / "doctrees"),
+        "html",
+        confoverrides={
+            "extensions": [*extensions, "course_site"],
+            "html_theme": "sphinx_book_theme",
+            "html_baseurl": base,
+            "html_title": "Course",  # what Jupyter Book sets from _config.yml's title
+            # as Jupyter Book sets them from _config.yml's repository
+            "html_theme_options": {"repository_url": "https://github.com/o/r"},
+            "html_context": {"github_user": "o", "github_repo": "r", "github_version": "main"},
+            **overrides,
+        },
+        status=None,
+        warning=(warnings := io.StringIO()),
+    )
+    app.build()
+    assert "WARNING" not in warnings.getvalue(), warnings.getvalue()
+    page = (tmp_path / "html" / "attention.html").read_text(encoding="utf-8")
+    head = page.split("</head>", 1)[0]
+    assert re.search(r'<meta name="description" content="A &lt;b&gt; page\.', head), head
+    assert re.search(r'<meta property="og:title" content="Attention \S+quoted\S+"', head), head
+    assert f'<meta property="og:url" content="{base}attention.html"' in head
+    assert '<meta name="twitter:card" content="summary_large_image"' in head
+    assert '<meta property="og:site_name" content="Course"' in head
+    image = re.search(rf'<meta property="og:image" content="{re.escape(base)}([^"]+\.png)"', head)
+    assert image, head
+    card = tmp_path / "html" / image.group(1)
+    assert card.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the commit's date in UTC, not the build's, not the author's own time zone
+    assert "Last updated on 2024-03-06" in page
+    # a page without a paragraph of its own: the course's description (course_site)
+    empty = (tmp_path / "html" / "empty.html").read_text(encoding="utf-8").split("</head>")[0]
+    for tag in ('name="description"', 'property="og:description"'):
+        assert len(re.findall(tag, empty)) == 1, tag
+        assert f'{tag} content="{site.DESCRIPTION}"' in empty
+    description = re.search(r'<meta name="description" content="([^"]+)"', head).group(1)
+    assert len(description) <= overrides["ogp_description_length"] + 3
 
 
 def test_footer_names_the_licences():

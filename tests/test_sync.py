@@ -37,6 +37,7 @@ def test_registry_names_each_kind_once():
         "reader",
         "readme",
         "exercise-table",
+        "module-map",
     }
 
 
@@ -50,6 +51,10 @@ def repo_copy(tmp_path) -> Path:
     ignore = shutil.ignore_patterns("_ext", "__pycache__", ".ipynb_checkpoints", "*.grade.json")
     for folder in ("book", "solutions", "exercises", "notebooks"):
         shutil.copytree(ROOT / folder, dest / folder, ignore=ignore)
+    # what the module map names, read only: linked, not copied
+    shutil.copy(ROOT / "CONTRIBUTING.md", dest / "CONTRIBUTING.md")
+    for folder in ("course_lib", "tools", "benchmarks", "tests", ".github", "book/_ext"):
+        (dest / folder).symlink_to(ROOT / folder)
     return dest
 
 
@@ -138,8 +143,32 @@ STALERS = {
 }
 
 
+def _stale_module_map(root):
+    """A module the map forgets, and one it names that is gone: the map cannot be written."""
+    path = root / "CONTRIBUTING.md"
+    _edit(path, "`rnn`, `scaling` (Ch. 1)", "`scaling` (Ch. 1)")
+    _edit(path, "`course_lib/modern.py`, `muon.py`", "`course_lib/modern.py`, `muon.py`, `gone.py`")
+    return path
+
+
+CHECKED_ONLY = {"module-map": _stale_module_map}  # no generator: sync reports, the author edits
+
+
 def test_each_kind_can_be_staled():
-    assert {k.split(" ")[0] for k in STALERS} == {k.name for k in sync.KINDS}
+    kinds = {k.split(" ")[0] for k in STALERS} | set(CHECKED_ONLY)
+    assert kinds == {k.name for k in sync.KINDS}
+
+
+def test_a_stale_module_map_fails_check_and_sync_naming_what(repo_copy, capsys):
+    _stale_module_map(repo_copy)
+    capsys.readouterr()
+    assert sync.main(["--check", "--root", str(repo_copy), "--kind", "module-map"]) == 1
+    out = capsys.readouterr().out
+    assert "does not name course_lib/labs/rnn" in out, out
+    assert "names course_lib/gone.py, which does not exist" in out, out
+    assert sync.main(["--root", str(repo_copy), "--kind", "module-map"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED [module-map]: CONTRIBUTING.md" in out and "--from-build" not in out, out
 
 
 def test_check_names_each_stale_file_and_sync_fixes_them(repo_copy, capsys):

@@ -100,7 +100,8 @@ def test_load_restores_the_state_of_its_own_rank(tmp_path):
         for _ in range(3):
             t.sampler.sample(8)  # each rank has drawn 3 batches
     state = ranks[0].state_dict()
-    state["ranks"] = [t.rank_state() for t in ranks]  # what the all_gather of a DDP save holds
+    # what the all_gather of a DDP save holds: each rank's own entry
+    state["ranks"] = [t.state_dict()["ranks"][0] for t in ranks]
     torch.save(state, tmp_path / "ckpt.pt")
     next_batches = [t.sampler.sample(8)[0] for t in ranks]
     assert not torch.equal(*next_batches)  # the ranks draw different batches
@@ -228,3 +229,138 @@ def test_reading_the_losses_in_groups_changes_nothing():
     assert (h1.step, h1.val, h1.train) == (h7.step, h7.val, h7.train)
     with pytest.raises(ValueError, match="read_every must be a positive"):
         _trainer().train(progress=False, read_every=0)
+
+
+# -- the trainer owns its state (issue 37) -----------------------------------------------------
+
+
+def test_a_run_resumed_from_its_state_dict_equals_the_uninterrupted_run_bit_for_bit():
+    """``state_dict`` / ``load_state_dict`` in one process, as ``nn.Module``'s: a run stopped
+    after 25 steps and resumed in a fresh trainer (another seed's weights, a disturbed global
+    RNG, dropout on) makes the uninterrupted run's steps: losses, learning rates, evaluations,
+    weights and optimiser moments, bit for bit."""
+    import copy
+
+    dropout = dict(model={**TINY["model"], "dropout": 0.1})
+    straight = _trainer(**dropout)
+    straight.train(progress=False)
+
+    first = _trainer(**dropout)
+    first.train(steps=25, progress=False)
+    state = copy.deepcopy(first.state_dict())  # a snapshot: the live tensors train on
+    first.train(steps=5, progress=False)  # and the first trainer moves on, changing nothing saved
+
+    resumed = _trainer(**dropout, seed=7)  # other initial weights and sampler: all replaced
+    torch.manual_seed(12345)  # the global RNG (dropout) is part of the state too
+    resumed.load_state_dict(state)
+    assert resumed.step == 25 and resumed.history.step == [0, 20]
+    resumed.train(progress=False)
+    assert resumed.history.step_loss == straight.history.step_loss
+    assert resumed.history.lr == straight.history.lr
+    assert (resumed.history.step, resumed.history.val) == (
+        straight.history.step,
+        straight.history.val,
+    )
+    for a, b in zip(resumed.module.parameters(), straight.module.parameters()):
+        assert torch.equal(a, b)
+    moments = [resumed.optimizer.state_dict()["state"], straight.optimizer.state_dict()["state"]]
+    for key, value in moments[1].items():
+        assert all(torch.equal(moments[0][key][k], v) for k, v in value.items())
+
+
+def test_following_the_cli_never_leads_from_checkpoint_back_into_the_trainer(tmp_path):
+    """``python -m course_lib.train`` (a run, then its resume): no function of ``course_lib.train``
+    is ever called while a function of ``course_lib.checkpoint`` is on the stack (the state is
+    the trainer's; ``checkpoint`` only writes and reads files), and ``checkpoint`` imports
+    nothing of the trainer."""
+    import ast
+    import sys
+
+    import course_lib.checkpoint as checkpoint_mod
+    import course_lib.train as train_mod
+
+    tree = ast.parse(open(checkpoint_mod.__file__, encoding="utf-8").read())
+    imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    assert not {m for m in imported if m.endswith("train")}, imported
+
+    train_file, checkpoint_file = train_mod.__file__, checkpoint_mod.__file__
+    back_calls, seen = [], set()
+
+    def profile(frame, event, arg):
+        if event != "call":
+            return
+        seen.add(frame.f_code.co_filename)
+        if frame.f_code.co_filename != train_file:
+            return
+        caller = frame.f_back
+        while caller is not None:
+            if caller.f_code.co_filename == checkpoint_file:
+                back_calls.append(f"{caller.f_code.co_name} -> {frame.f_code.co_name}")
+                return
+            caller = caller.f_back
+
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({**TINY, "max_steps": 6, "warmup_steps": 2, "eval_interval": 3}))
+    out = str(tmp_path / "run")
+    sys.setprofile(profile)
+    try:
+        main(["--config", str(path), "--out", out, "--no-progress", "--steps", "3"])
+        main(["--resume", f"{out}/ckpt.pt", "--out", out, "--no-progress"])
+    finally:
+        sys.setprofile(None)
+    assert checkpoint_file in seen and train_file in seen  # the trace saw both modules at work
+    assert not back_calls, back_calls
+
+
+def test_run_resolves_the_device_once_and_uses_only_the_trainers_public_api(tmp_path, monkeypatch):
+    """``run`` resolves the device once (the trainer takes the torch.device as it is), and
+    neither assigns to a trainer's attributes nor calls its private methods."""
+    import ast
+    import inspect
+    import textwrap
+
+    import course_lib.train as train_mod
+
+    calls = []
+    real = train_mod.resolve_device
+    monkeypatch.setattr(
+        train_mod, "resolve_device", lambda *a, **k: calls.append(a) or real(*a, **k)
+    )
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({**TINY, "max_steps": 3, "warmup_steps": 1}))
+    main(["--config", str(path), "--no-progress"])
+    assert len(calls) == 1, calls
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(train_mod.run)))
+    wrong = [
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "trainer"
+        and (node.attr.startswith("_") or isinstance(node.ctx, ast.Store))
+    ]
+    assert not wrong, f"run reaches into the trainer: {wrong}"
+
+
+def test_the_trainer_wraps_its_model_in_ddp_inside_a_process_group(monkeypatch):
+    """In a torchrun process group the Trainer builds the DistributedDataParallel wrapper
+    itself (``run`` no longer patches ``trainer.model``); outside one, the model is the module."""
+    import torch.nn.parallel
+
+    import course_lib.device as device_mod
+
+    class FakeDDP(torch.nn.Module):
+        def __init__(self, module, device_ids=None):
+            super().__init__()
+            self.module, self.device_ids = module, device_ids
+
+    plain = _trainer()
+    assert plain.model is plain.module
+    monkeypatch.setattr(device_mod, "dist_ready", lambda: True)
+    monkeypatch.setattr(torch.nn.parallel, "DistributedDataParallel", FakeDDP)
+    wrapped = _trainer()
+    assert isinstance(wrapped.model, FakeDDP) and wrapped.model.module is wrapped.module
+    assert wrapped.model.device_ids is None  # a CPU rank: no device ids

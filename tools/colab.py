@@ -26,7 +26,6 @@ Command line::
 
     python -m tools.colab            # update set-up cells and paired notebooks
     python -m tools.colab --check    # exit 1 and list what is out of date (tests, CI)
-    python -m tools.colab --links    # Markdown table of Colab links (the README's; ./course sync)
     python -m tools.colab book/04_attention.md   # only these chapters/notebooks
 """
 
@@ -421,37 +420,6 @@ def sync(root: Path = ROOT, check: bool = False, only: list[Path] | None = None)
     return changes
 
 
-def links_markdown(root: Path = ROOT) -> str:
-    """A Markdown table: each chapter with Colab links to its reader notebook
-    (``notebooks/``, ``tools/reader.py``) and its exercises."""
-    from .reader import reader_rel
-    from .toc import toc_files
-
-    rows = ["| Chapter | Notebook | Exercises |", "| --- | --- | --- |"]
-    landing = Path(root) / f"{toc_files(root)[0]}.md"  # the site's front page: not a chapter
-    for md in chapter_paths(root):
-        if md == landing:
-            continue
-        title = next(
-            (
-                line[2:].strip()
-                for line in md.read_text(encoding="utf-8").splitlines()
-                if line.startswith("# ")
-            ),
-            md.stem,
-        )
-        number = re.match(r"(\d\d)_", md.name)  # the site numbers chapters; titles carry none
-        if number and md.parent.name == "book":
-            title = f"{int(number.group(1))}. {title}"
-        rel = reader_rel(md, root)  # the reader notebook: numbers and links written in
-        ex = Path(root) / "exercises" / f"{md.stem}.ipynb"
-        ex_cell = (
-            f"[Open in Colab]({colab_url(f'exercises/{ex.name}', root)})" if ex.exists() else "—"
-        )
-        rows.append(f"| {title} | [Open in Colab]({colab_url(rel, root)}) | {ex_cell} |")
-    return "\n".join(rows)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.colab",
@@ -464,12 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="report, change nothing; exit 1 if anything is out of date",
     )
-    parser.add_argument("--links", action="store_true", help="print Colab links as Markdown")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.links:
-        print(links_markdown(args.root))
-        return 0
     changes = sync(args.root, check=args.check, only=args.paths or None)
     for c in changes:
         print(

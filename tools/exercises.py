@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import re
 import sys
 import textwrap
@@ -46,6 +47,7 @@ __all__ = [
     "EXERCISES",
     "make_exercise",
     "kinds_table",
+    "exercise_kinds",
     "make_submission",
     "sync_checks",
     "validate",
@@ -276,11 +278,23 @@ def execute_solution(path: Path, timeout: int = 300) -> None:
     nbformat.write(nb, path)
 
 
+def exercise_kinds(root: Path) -> dict[str, list[tuple[str, str, float]]]:
+    """(name, kind, points) of every exercise, per solution notebook, from the answer cells'
+    metadata (``kind`` is validated by ``course_lib.grading.spec.load_spec``)."""
+    out = {}
+    for sol in sorted((root / "solutions").glob("*.ipynb")):
+        cells = json.loads(sol.read_text(encoding="utf-8"))["cells"]
+        out[sol.stem] = [
+            (m["exercise"], m.get("kind", "?"), float(m.get("points", 1)))
+            for m in (c["metadata"].get("course", {}) for c in cells)
+            if m.get("role") == "answer"
+        ]
+    return out
+
+
 def kinds_table(root: Path = ROOT) -> str:
     """Per solution notebook: its exercises, their points, and the points and share of the kinds
     that make the student think (``spec.THINKING_KINDS``), with the total; plain text."""
-    from .sync import exercise_kinds
-
     rows = [("notebook", "exercises", "points", "thinking", "share", "kinds")]
     count, total, think_total = 0, 0.0, 0.0
     for stem, answers in exercise_kinds(Path(root)).items():

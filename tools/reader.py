@@ -9,18 +9,20 @@ README's table) is a *reader notebook*, ``notebooks/<page>.ipynb``, generated he
   (``tools.glue_code``): running the notebook recomputes the numbers),
 - ``notebooks/site.json``: what the executed site build knows that the source does not (every
   page's glue values, labels and their titles or numbers, equation numbers, glossary anchors,
-  download paths). ``./course sync --from-build`` rewrites it from a build; the slow test
-  (``tests/test_reader.py``) checks it against the test's clean build;
+  download paths), which the HTML build writes to ``<build>/site.json``
+  (``book/_ext/course_reader.py``). ``./course sync --from-build`` copies it from a build; the
+  slow test (``tests/test_reader.py``) checks it against the test's clean build;
 - ``book/references.bib`` (citations).
 
 In the Markdown cells: every glue role becomes the value the site shows (formatted like
 myst-nb's ``{glue:text}`name:.3f```); ``{term}``, ``{ref}``, ``{numref}``, ``{eq}``,
 ``{doc}``, ``{download}`` and ``{exercise-links}`` become links to the page on the site
-(``html.baseurl`` in ``_config.yml``); citations become "(Author, year)" / "Author (year)"
-with the page's references listed in a last cell; admonitions become block quotes led by their
-bold title, dropdowns ``<details>``; tab sets become bold-labelled paragraphs (as in the paired
-notebooks); ``(label)=`` targets vanish; math stays ``$…$`` (numbered equations get their
-site number as ``\\tag``); a figure gets its number and caption in a Markdown cell below it.
+(``html.baseurl`` in ``_config.yml``; one renderer per role, in ``ROLES``); citations become
+"(Author, year)" / "Author (year)" with the page's references listed in a last cell;
+admonitions become block quotes led by their bold title, dropdowns ``<details>``; tab sets
+become bold-labelled paragraphs (as in the paired notebooks); ``(label)=`` targets vanish;
+math stays ``$…$`` (numbered equations get their site number as ``\\tag``); a figure gets
+its number and caption in a Markdown cell below it.
 A construct this module does not know raises ``ValueError`` (so a new one cannot slip through
 as raw markup).
 
@@ -41,6 +43,7 @@ __all__ = [
     "MEASURED",
     "READER_DIR",
     "SITE_DATA",
+    "SITE_BUILD_FILE",
     "reader_path",
     "reader_rel",
     "site_url",
@@ -52,10 +55,13 @@ __all__ = [
     "site_data_differences",
     "render_markdown",
     "MarkdownContext",
+    "ROLES",
+    "links_markdown",
 ]
 
 READER_DIR = "notebooks"
 SITE_DATA = f"{READER_DIR}/site.json"
+SITE_BUILD_FILE = "site.json"  # what a build writes beside html/ (book/_ext/course_reader.py)
 # Glued values measured on the machine that builds the site (timings): the site shows its own
 # build's value, notebooks/site.json the committed build's; tests compare everything else.
 MEASURED: dict[str, tuple[str, ...]] = {
@@ -109,116 +115,16 @@ def load_site_data(root: Path = ROOT) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-_KEEP_MIME = ("text/plain", "text/latex", "text/markdown")
-
-
 def site_data_from_build(build: Path) -> dict:
-    """What reader notebooks need from an executed build folder (``.../_build``): the glue
-    values myst-nb wrote (``jupyter_execute/**/*.glue.json``) and, from Sphinx's pickled
-    environment, labels, figure and equation numbers, glossary anchors, titles, downloads."""
-    import pickle
-
-    build = Path(build)
-    pages: dict[str, dict] = {}
-    for glue_file in sorted((build / "jupyter_execute").rglob("*.glue.json")):
-        page = glue_file.relative_to(build / "jupyter_execute").as_posix()
-        page = page.removesuffix(".glue.json")
-        data = json.loads(glue_file.read_text(encoding="utf-8"))
-        pages[page] = {
-            "glue": {
-                key: {
-                    **{m: v for m, v in out.get("data", {}).items() if m in _KEEP_MIME},
-                    **(
-                        {"strip_text_quotes": True}
-                        if out.get("metadata", {}).get("strip_text_quotes")
-                        else {}
-                    ),
-                }
-                for key, out in sorted(data.items())
-            }
-        }
-    env_file = build / ".doctrees" / "environment.pickle"
-    with open(env_file, "rb") as f:
-        env = pickle.load(f)
-
-    def number(docname: str, anchor: str) -> tuple[str, str] | None:
-        for figtype, numbers in env.toc_fignumbers.get(docname, {}).items():
-            if anchor in numbers:
-                return figtype, ".".join(map(str, numbers[anchor]))
-        return None
-
-    std = env.domaindata["std"]
-    labels = {}
-    for name, (doc, anchor, title) in std["labels"].items():
-        if doc not in env.titles or name.startswith(("genindex", "modindex", "search", "py-")):
-            continue
-        labels[name] = {"page": doc, "anchor": anchor, "title": title}
-    for name, (doc, anchor) in std["anonlabels"].items():
-        if (
-            doc not in env.titles
-            or name in labels
-            or name.startswith(("genindex", "modindex", "search", "py-"))
-        ):
-            continue
-        labels[name] = {"page": doc, "anchor": anchor, "title": ""}
-    for entry in labels.values():
-        found = number(entry["page"], entry["anchor"])
-        secnum = env.toc_secnumbers.get(entry["page"], {}).get(
-            "" if entry["anchor"] == "" else f"#{entry['anchor']}"
+    """What an executed build folder (``.../_build``) knows that the sources do not: the
+    ``site.json`` its HTML build wrote (``book/_ext/course_reader.py``, ``write_site_data``)."""
+    path = Path(build) / SITE_BUILD_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing: build the site (`./course build`) with the current "
+            "book/_ext/course_reader.py, which writes it when the HTML build finishes"
         )
-        if found:
-            entry["type"], entry["number"] = found
-        elif secnum:
-            entry["type"], entry["number"] = "section", ".".join(map(str, secnum))
-    equations = {}
-    for name, (doc, eqno) in env.domaindata["math"]["objects"].items():
-        anchor = f"equation-{name}"
-        found = number(doc, anchor)
-        equations[name] = {
-            "page": doc,
-            "anchor": anchor,
-            "number": found[1] if found else str(eqno),
-        }
-    terms = {}
-    for (kind, name), (doc, anchor) in std["objects"].items():
-        if kind == "term":
-            terms[name.lower()] = {"page": doc, "anchor": anchor}
-    titles = {doc: node.astext() for doc, node in env.titles.items()}
-    from docutils import nodes as _nodes
-
-    headings = {}  # the site's section numbers, in page order (numbered parts only)
-    for doc, secnums in env.toc_secnumbers.items():
-        if doc not in env.tocs:
-            continue
-        found = [
-            [ref.astext(), ".".join(map(str, secnums[ref["anchorname"] or ""]))]
-            for ref in env.tocs[doc].findall(_nodes.reference)
-            if secnums.get(ref["anchorname"] or "")
-        ]
-        if found:
-            headings[doc] = found
-    sections = {
-        doc: ".".join(map(str, env.toc_secnumbers.get(doc, {}).get("", ()))) for doc in titles
-    }
-    downloads = {}
-    for path, (_docs, dest) in env.dlfiles.items():
-        downloads[path] = f"_downloads/{dest}"
-    config = env.config
-    formats = {
-        "numfig": dict(getattr(config, "numfig_format", {}) or {}),
-        "eqref": getattr(config, "math_eqref_format", None) or "({number})",
-    }
-    return {
-        "formats": formats,
-        "pages": dict(sorted(pages.items())),
-        "titles": dict(sorted(titles.items())),
-        "headings": dict(sorted(headings.items())),
-        "numbers": {k: v for k, v in sorted(sections.items()) if v},
-        "labels": dict(sorted(labels.items())),
-        "equations": dict(sorted(equations.items())),
-        "terms": dict(sorted(terms.items())),
-        "downloads": dict(sorted(downloads.items())),
-    }
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def site_data_differences(committed: dict, built: dict) -> list[str]:
@@ -405,132 +311,185 @@ def _link(text: str, url: str) -> str:
     return f"[{text}]({url})"
 
 
-def _role(m: re.Match, ctx: MarkdownContext) -> str:
-    name, body = m.group("name"), m.group("body")
-    if name == "glue:text":
-        key, _, fmt = body.rpartition(":") if ":" in body else (body, "", "s")
-        entry = ctx.glue.get(key)
-        if entry is None or "text/plain" not in entry:
-            ctx.fail(
-                f"no glued text/plain value {key!r} in {SITE_DATA} (run `./course sync "
-                "--from-build` after a build)"
-            )
-        return escape_md(format_plain_text(entry["text/plain"], fmt), _before_link(m))
-    if name in ("glue", "glue:any"):
-        entry = ctx.glue.get(body)
-        if entry is None:
-            ctx.fail(f"no glued value {body!r} in {SITE_DATA}")
-        if "text/markdown" in entry:
-            return entry["text/markdown"]
-        if "text/latex" in entry:
-            return f"${strip_latex_delimiters(entry['text/latex'])}$"
-        text = entry["text/plain"]
-        if entry.get("strip_text_quotes") and re.match(r"^(['\"]).*\1$", text):
-            text = text[1:-1]
-        return escape_md(text, _before_link(m))
-    if name == "glue:md":
-        key = body.rpartition(":")[0] if ":" in body else body
-        return ctx.glue[key]["text/markdown"]
-    if name == "term":
-        text, target = _split(body)
-        entry = ctx.site.get("terms", {}).get(" ".join(target.split()).lower())
-        if entry is None:
-            ctx.fail(f"unknown glossary term {target!r}")
-        return _link(text or target, ctx.url(entry["page"], entry["anchor"]))
-    if name in ("ref", "numref"):
-        text, target = _split(body)
-        entry = ctx.site.get("labels", {}).get(target.lower()) or ctx.site.get("labels", {}).get(
-            target
+# One renderer per role: ``(body, ctx, before_link) -> Markdown``, where ``body`` is the text
+# between the backticks and ``before_link`` says whether a "(" or "[" follows (where escaped
+# brackets matter, ``escape_md``). A role missing here is an error naming it (``render_inline``).
+def _glue_entry(ctx: MarkdownContext, key: str, mime: str | None = None) -> dict:
+    entry = ctx.glue.get(key)
+    if entry is None or (mime is not None and mime not in entry):
+        what = f"glued {mime} value" if mime else "glued value"
+        ctx.fail(
+            f"no {what} {key!r} in {SITE_DATA} (run `./course sync --from-build` after a build)"
         )
-        if entry is None:
-            ctx.fail(f"unknown label {target!r} in {{{name}}}")
-        if name == "numref":
-            if "number" not in entry:
-                ctx.fail(f"label {target!r} has no number on the site")
-            fmt = ctx.site.get("formats", {}).get("numfig", {}).get(entry["type"], "%s")
-            if text:
-                shown = text.replace("{number}", entry["number"]).replace(
-                    "{name}", entry.get("title", "")
-                )
-            else:
-                shown = (
-                    fmt.replace("%s", entry["number"])
-                    if "%s" in fmt
-                    else fmt.replace("{number}", entry["number"])
-                )
-        else:
-            shown = text or entry.get("title") or target
-        return _link(escape_md(shown), ctx.url(entry["page"], entry["anchor"]))
-    if name == "eq":
-        text, target = _split(body)
-        entry = ctx.site.get("equations", {}).get(target)
-        if entry is None:
-            ctx.fail(f"unknown equation {target!r}")
-        shown = text or ctx.site.get("formats", {}).get("eqref", "({number})").replace(
-            "{number}", entry["number"]
-        )
-        return _link(escape_md(shown), ctx.url(entry["page"], entry["anchor"]))
-    if name == "doc":
-        text, target = _split(body)
-        page = ctx.resolve_doc(target)
-        title = ctx.site.get("titles", {}).get(page)
-        if title is None:
-            ctx.fail(f"unknown page {target!r} in {{doc}}")
-        return _link(escape_md(text or title), ctx.url(page))
-    if name == "download":
-        import posixpath
+    return entry
 
-        text, target = _split(body)
-        path = (
-            target.lstrip("/")
-            if target.startswith("/")
-            else posixpath.normpath(posixpath.join(posixpath.dirname(ctx.page), target))
-        )
-        dest = ctx.site.get("downloads", {}).get(path)
-        if dest is None:
-            ctx.fail(f"no download {path!r} in {SITE_DATA}")
-        return _link(escape_md(text or posixpath.basename(path)), ctx.base + dest)
-    if name == "exercise-links":
-        from .colab import colab_url
 
-        stem = body.strip()
-        rel = f"exercises/{stem}.ipynb"
-        if not (ctx.root / rel).is_file():
-            return f"*(exercise notebook {rel}: coming soon)*"
-        dest = ctx.site.get("downloads", {}).get(rel)
-        if dest:
-            download = ctx.base + dest
-        else:
-            url, branch = _repository(ctx.root)
-            download = f"{url}/raw/{branch}/{rel}"
-        return (
-            f"[Open in Colab]({colab_url(rel, ctx.root)}) · download [`{stem}.ipynb`]({download})"
-        )
-    if name in ("cite", "cite:p", "cite:t", "cite:ps", "cite:ts", "cite:alp", "cite:year"):
-        keys = [k.strip() for k in body.split(",") if k.strip()]
+def _glue_text(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    """``{glue:text}`key:spec```: the text/plain value, formatted as myst-nb does."""
+    key, _, fmt = body.rpartition(":") if ":" in body else (body, "", "s")
+    entry = _glue_entry(ctx, key, "text/plain")
+    return escape_md(format_plain_text(entry["text/plain"], fmt), before_link)
+
+
+def _glue_any(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    """``{glue}`` / ``{glue:any}``: Markdown, then LaTeX (inline math), then plain text."""
+    entry = _glue_entry(ctx, body)
+    if "text/markdown" in entry:
+        return entry["text/markdown"]
+    if "text/latex" in entry:
+        return f"${strip_latex_delimiters(entry['text/latex'])}$"
+    text = entry["text/plain"]
+    if entry.get("strip_text_quotes") and re.match(r"^(['\"]).*\1$", text):
+        text = text[1:-1]
+    return escape_md(text, before_link)
+
+
+def _glue_md(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    key = body.rpartition(":")[0] if ":" in body else body
+    return _glue_entry(ctx, key, "text/markdown")["text/markdown"]
+
+
+def _term(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    text, target = _split(body)
+    entry = ctx.site.get("terms", {}).get(" ".join(target.split()).lower())
+    if entry is None:
+        ctx.fail(f"unknown glossary term {target!r}")
+    return _link(text or target, ctx.url(entry["page"], entry["anchor"]))
+
+
+def _label(ctx: MarkdownContext, target: str, role: str) -> dict:
+    labels = ctx.site.get("labels", {})
+    entry = labels.get(target.lower()) or labels.get(target)
+    if entry is None:
+        ctx.fail(f"unknown label {target!r} in {{{role}}}")
+    return entry
+
+
+def _ref(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    text, target = _split(body)
+    entry = _label(ctx, target, "ref")
+    shown = text or entry.get("title") or target
+    return _link(escape_md(shown), ctx.url(entry["page"], entry["anchor"]))
+
+
+def _numref(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    """``{numref}``: the site's "Fig. %s" format, or the explicit text with ``{number}``."""
+    text, target = _split(body)
+    entry = _label(ctx, target, "numref")
+    if "number" not in entry:
+        ctx.fail(f"label {target!r} has no number on the site")
+    if text:
+        shown = text.replace("{number}", entry["number"]).replace("{name}", entry.get("title", ""))
+    else:
+        fmt = ctx.site.get("formats", {}).get("numfig", {}).get(entry["type"], "%s")
+        placeholder = "%s" if "%s" in fmt else "{number}"
+        shown = fmt.replace(placeholder, entry["number"])
+    return _link(escape_md(shown), ctx.url(entry["page"], entry["anchor"]))
+
+
+def _eq(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    text, target = _split(body)
+    entry = ctx.site.get("equations", {}).get(target)
+    if entry is None:
+        ctx.fail(f"unknown equation {target!r}")
+    eqref = ctx.site.get("formats", {}).get("eqref", "({number})")
+    shown = text or eqref.replace("{number}", entry["number"])
+    return _link(escape_md(shown), ctx.url(entry["page"], entry["anchor"]))
+
+
+def _doc(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    text, target = _split(body)
+    page = ctx.resolve_doc(target)
+    title = ctx.site.get("titles", {}).get(page)
+    if title is None:
+        ctx.fail(f"unknown page {target!r} in {{doc}}")
+    return _link(escape_md(text or title), ctx.url(page))
+
+
+def _download(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    import posixpath
+
+    text, target = _split(body)
+    if target.startswith("/"):
+        path = target.lstrip("/")
+    else:
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(ctx.page), target))
+    dest = ctx.site.get("downloads", {}).get(path)
+    if dest is None:
+        ctx.fail(f"no download {path!r} in {SITE_DATA}")
+    return _link(escape_md(text or posixpath.basename(path)), ctx.base + dest)
+
+
+def _exercise_links(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    from .colab import colab_url
+
+    stem = body.strip()
+    rel = f"exercises/{stem}.ipynb"
+    if not (ctx.root / rel).is_file():
+        return f"*(exercise notebook {rel}: coming soon)*"
+    dest = ctx.site.get("downloads", {}).get(rel)
+    if dest:
+        download = ctx.base + dest
+    else:
+        url, branch = _repository(ctx.root)
+        download = f"{url}/raw/{branch}/{rel}"
+    return f"[Open in Colab]({colab_url(rel, ctx.root)}) · download [`{stem}.ipynb`]({download})"
+
+
+def _cite(style: str):
+    """A citation role's renderer: ``p`` "(Vaswani et al., 2017; ...)", ``t`` "Vaswani et al.
+    (2017), ...", ``year`` "2017, ...". Each key joins the page's reference list."""
+
+    def render(body: str, ctx: MarkdownContext, before_link: bool) -> str:
         parts = []
-        for key in keys:
+        for key in (k.strip() for k in body.split(",")):
+            if not key:
+                continue
             entry = ctx.bib.get(key)
             if entry is None:
                 ctx.fail(f"unknown citation key {key!r} (book/references.bib)")
             if key not in ctx.cited:
                 ctx.cited.append(key)
             year = entry.fields.get("year", "n.d.")
-            if name.startswith("cite:t"):
-                parts.append(f"{escape_md(_who(entry))} ({year})")
-            elif name == "cite:year":
-                parts.append(year)
-            else:
-                parts.append(f"{escape_md(_who(entry))}, {year}")
-        if name.startswith("cite:t"):
-            return ", ".join(parts)
-        if name in ("cite:year",):
-            return ", ".join(parts)
-        return "(" + "; ".join(parts) + ")"
-    if name in ("math",):
-        return f"${body}$"
-    ctx.fail(f"role {{{name}}} has no reader rendering (add it to tools/reader.py)")
-    return ""
+            who = escape_md(_who(entry))
+            parts.append({"t": f"{who} ({year})", "year": year}.get(style, f"{who}, {year}"))
+        return ", ".join(parts) if style in ("t", "year") else "(" + "; ".join(parts) + ")"
+
+    return render
+
+
+def _math(body: str, ctx: MarkdownContext, before_link: bool) -> str:
+    return f"${body}$"
+
+
+ROLES = {
+    "glue:text": _glue_text,
+    "glue": _glue_any,
+    "glue:any": _glue_any,
+    "glue:md": _glue_md,
+    "term": _term,
+    "ref": _ref,
+    "numref": _numref,
+    "eq": _eq,
+    "doc": _doc,
+    "download": _download,
+    "exercise-links": _exercise_links,
+    "cite": _cite("p"),
+    "cite:p": _cite("p"),
+    "cite:ps": _cite("p"),
+    "cite:alp": _cite("p"),
+    "cite:t": _cite("t"),
+    "cite:ts": _cite("t"),
+    "cite:year": _cite("year"),
+    "math": _math,
+}
+
+
+def _role(m: re.Match, ctx: MarkdownContext) -> str:
+    render = ROLES.get(m.group("name"))
+    if render is None:
+        ctx.fail(f"role {{{m.group('name')}}} has no reader rendering (add it to ROLES)")
+    return render(m.group("body"), ctx, _before_link(m))
 
 
 def _repository(root: Path) -> tuple[str, str]:
@@ -836,3 +795,34 @@ def reader_notebook_text(
     out.nbformat_minor = 5
     nbformat.validate(out)
     return nbformat.writes(out, version=4) + "\n"
+
+
+def links_markdown(root: Path = ROOT) -> str:
+    """The README's Markdown table (``./course sync``): each chapter with Colab links to its
+    reader notebook and its exercises."""
+    from .colab import chapter_paths, colab_url
+    from .toc import toc_files
+
+    rows = ["| Chapter | Notebook | Exercises |", "| --- | --- | --- |"]
+    landing = Path(root) / f"{toc_files(root)[0]}.md"  # the site's front page: not a chapter
+    for md in chapter_paths(root):
+        if md == landing:
+            continue
+        title = next(
+            (
+                line[2:].strip()
+                for line in md.read_text(encoding="utf-8").splitlines()
+                if line.startswith("# ")
+            ),
+            md.stem,
+        )
+        number = re.match(r"(\d\d)_", md.name)  # the site numbers chapters; titles carry none
+        if number and md.parent.name == "book":
+            title = f"{int(number.group(1))}. {title}"
+        rel = reader_rel(md, root)  # the reader notebook: numbers and links written in
+        ex = Path(root) / "exercises" / f"{md.stem}.ipynb"
+        ex_cell = (
+            f"[Open in Colab]({colab_url(f'exercises/{ex.name}', root)})" if ex.exists() else "—"
+        )
+        rows.append(f"| {title} | [Open in Colab]({colab_url(rel, root)}) | {ex_cell} |")
+    return "\n".join(rows)

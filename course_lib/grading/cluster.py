@@ -8,7 +8,8 @@ unreadable file becomes its row at once, without a task. Each other submission i
 its kept bytes, its shown name, its solution's stem and **that one solution's bytes** (a worker
 sees only the solutions of the submissions it grades; nothing is broadcast). The worker function,
 ``grade_submission`` (importable on the workers as ``course_lib.grading.cluster``), writes them
-to a private temporary folder and grades there with ``grade.grade_one``, in the worker's
+to a private temporary folder and grades there with the grading function the client passed
+(``grade.grade_one``, sent by reference: this module does not import ``grade``), in the worker's
 bubblewrap sandbox (one sandbox per grading, a trusted checker process: ``runner``). The client
 keeps at most two tasks per worker thread in flight (``distributed.as_completed``) and checks
 each report against its task before writing it (``verify_report``: the hash of the bytes it
@@ -51,6 +52,8 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
+
+from .status import Status
 
 __all__ = [
     "TLS_ENV",
@@ -227,12 +230,13 @@ def _solution_here(name: str, data: bytes) -> Path:
         return folder
 
 
-def grade_submission(data: bytes, name: str, stem: str, solution: bytes, options: dict) -> dict:
+def grade_submission(
+    data: bytes, name: str, stem: str, solution: bytes, options: dict, grade_one: Callable
+) -> dict:
     """Worker side: grade a submission's bytes against ``solution`` (the bytes of solution
-    notebook ``stem``) in a private temporary folder; the report names the submission ``name``
-    and carries the hash of the bytes graded. Never raises (a failure is a report)."""
-    from .grade import grade_one
-
+    notebook ``stem``) in a private temporary folder with ``grade_one`` (``grade.grade_one``);
+    the report names the submission ``name`` and carries the hash of the bytes graded. Never
+    raises (a failure is a report)."""
     tmp = Path(tempfile.mkdtemp(prefix="course-grade-sub-"))
     try:
         folder = _solution_here(f"{stem}.ipynb", solution)
@@ -282,9 +286,9 @@ def verify_report(rep, task: Task) -> str | None:
     if rep.get("submission") != task.name:
         return "the report names another submission"
     status = rep.get("status")
-    if status in ("unreadable", "grader error"):
+    if status in (Status.UNREADABLE, Status.GRADER_ERROR):
         return None if rep.get("score") in (0, 0.0) else "a failed grading with points"
-    if status != "graded":
+    if status != Status.GRADED:
         return f"unknown status {status!r}"
     if rep.get("notebook") != task.stem:
         return f"the report is of notebook {rep.get('notebook')!r}, not {task.stem!r}"
@@ -366,11 +370,13 @@ def run_gradings(
     options: dict,
     on_result: Callable[[str, object], None],
     specs: Callable[[str], object],
+    grade_one: Callable,
 ) -> None:
     """Grade every (key, bytes, shown name, stem) of ``jobs`` (pulled lazily, at most two tasks
-    per worker thread in flight), each task carrying ``solutions[stem]`` only; ``on_result(key,
-    report or exception)`` as each ends, a report that fails ``verify_report`` (``specs(stem)``:
-    the solution's spec) as a GraderError."""
+    per worker thread in flight) with ``grade_one`` on the workers (``grade.grade_one``), each
+    task carrying ``solutions[stem]`` only; ``on_result(key, report or exception)`` as each
+    ends, a report that fails ``verify_report`` (``specs(stem)``: the solution's spec) as a
+    GraderError."""
     from distributed import as_completed
 
     from .notebooks import GraderError
@@ -388,7 +394,7 @@ def run_gradings(
             key, data, name, stem = job
             task = Task(data, name, stem, specs(stem), options.get("sandbox"))
             fut = client.submit(
-                grade_submission, data, name, stem, solutions[stem], options, pure=False
+                grade_submission, data, name, stem, solutions[stem], options, grade_one, pure=False
             )
             tasks[fut.key] = (key, task)
             done.add(fut)

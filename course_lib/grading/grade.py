@@ -61,6 +61,7 @@ from .notebooks import (
 from .report import ExerciseResult, Gradebook, build_report, exercise_result, format_report
 from .runner import ExerciseRun, RunOutcome, run_exercises
 from .spec import NotebookSpec, load_spec, meta, role, stub_answer
+from .status import SUBMISSION_STATUSES, Status
 
 __all__ = [
     "grade",
@@ -113,7 +114,7 @@ class Plan:
 
     @property
     def rejected(self) -> set[str]:
-        return {n for n, r in self.results.items() if r.status == "rejected"}
+        return {n for n, r in self.results.items() if r.status == Status.REJECTED}
 
 
 def load(path: str | Path, solutions_dir: Path | None = None, solution: Path | None = None) -> Job:
@@ -145,7 +146,7 @@ def splice(job: Job) -> Plan:
             for p in lint_answer(code, job.trusted, ex.forbid, ex.name, job.check_only)
         ]
         if problems:
-            results[ex.name].status = "rejected"
+            results[ex.name].status = Status.REJECTED
             results[ex.name].messages += [f"rejected by the answer lint: {p}" for p in problems]
             answers[ex.name] = stubs[ex.name]
     for n in notes:
@@ -193,13 +194,13 @@ def collect(
     """Stage 4: per-check verdicts and statuses of every exercise."""
     for ex in job.spec.exercises:
         r = plan.results[ex.name]
-        if r.status == "rejected":
-            r.fail_all(ex, "rejected")
+        if r.status == Status.REJECTED:
+            r.fail_all(ex, Status.REJECTED)
         else:
             exercise_result(
                 r,
                 ex,
-                outcome.exercises.get(ex.name, ExerciseRun("crashed", why="not run")),
+                outcome.exercises.get(ex.name, ExerciseRun(Status.CRASHED, why="not run")),
                 time_limit,
                 memory_mb,
             )
@@ -281,10 +282,10 @@ def grade_one(path: Path, name: str | None = None, **kwargs) -> dict:
     try:
         rep = grade(path, **kwargs)
     except Unreadable as exc:
-        return _failed(name, "unreadable", str(exc).replace(str(path), name), mode)
+        return _failed(name, Status.UNREADABLE, str(exc).replace(str(path), name), mode)
     except Exception as exc:  # one bad submission never stops the batch
         return _failed(
-            name, "grader error", f"{type(exc).__name__}: {exc}".replace(str(path), name), mode
+            name, Status.GRADER_ERROR, f"{type(exc).__name__}: {exc}".replace(str(path), name), mode
         )
     rep["submission"] = name
     return rep
@@ -378,10 +379,10 @@ def grade_batch(
     def record(rel: str, result) -> None:
         shown = display_name(folder / rel)
         if isinstance(result, BaseException):
-            result = _failed(shown, "grader error", f"{type(result).__name__}: {result}", mode)
+            result = _failed(shown, Status.GRADER_ERROR, f"{type(result).__name__}: {result}", mode)
         else:
             result["submission"] = shown
-            if result.get("status") == "graded":
+            if result.get("status") == Status.GRADED:
                 result["solution"] = str(solutions_dir / f"{result['notebook']}.ipynb")
         book.add(rel, result)
         bar.update()
@@ -394,10 +395,12 @@ def grade_batch(
                 stem = find_solution(nb, shown, solutions_dir).stem
                 data = nbformat.writes(nb).encode()  # what grading reads: no outputs
             except Unreadable as exc:
-                record(rel, _failed(shown, "unreadable", str(exc), mode))
+                record(rel, _failed(shown, Status.UNREADABLE, str(exc), mode))
                 continue
             except Exception as exc:  # noqa: BLE001 - still one row, never the whole batch
-                record(rel, _failed(shown, "grader error", f"{type(exc).__name__}: {exc}", mode))
+                record(
+                    rel, _failed(shown, Status.GRADER_ERROR, f"{type(exc).__name__}: {exc}", mode)
+                )
                 continue
             yield rel, data, shown, stem
 
@@ -416,7 +419,7 @@ def grade_batch(
     solutions = {stem: path.read_bytes() for stem, path in stems.items()}
     try:
         with cluster.connect(scheduler, workers or os.cpu_count() or 1, sec) as client:
-            cluster.run_gradings(client, sent(), solutions, kwargs, record, spec_of)
+            cluster.run_gradings(client, sent(), solutions, kwargs, record, spec_of, grade_one)
     finally:
         runner.prefetch(None)
         runner.close_spares()
@@ -442,7 +445,8 @@ def _say(text: str, file=None) -> None:
     print(str(text).encode(enc, "backslashreplace").decode(enc, "replace"), file=file)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """``course-grade``'s options (``--help``); the batch's cluster ones in ``_cluster_options``."""
     ap = argparse.ArgumentParser(
         prog="course-grade", description="Grade exercise notebooks against their solutions."
     )
@@ -487,6 +491,29 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="batch without --scheduler: parallel gradings (default: cores)",
     )
+    _cluster_options(ap)
+    ap.add_argument(
+        "--similarity",
+        action="store_true",
+        help="batch: also write OUT/similarity/: each answer compared with the course's own "
+        "code and with the classmates' (copydetect)",
+    )
+    ap.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="keep the messages between the grader, the student's process and the checker "
+        "here (debugging)",
+    )
+    ap.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="grade without the bubblewrap sandbox (a batch refuses to otherwise)",
+    )
+    return ap
+
+
+def _cluster_options(ap: argparse.ArgumentParser) -> None:
+    """A batch on a Dask cluster: its scheduler, mutual TLS, and making its certificates."""
     ap.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -514,23 +541,55 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="write a CA and a certificate for a Dask grading cluster into DIR, and exit",
     )
-    ap.add_argument(
-        "--similarity",
-        action="store_true",
-        help="batch: also write OUT/similarity/: each answer compared with the course's own "
-        "code and with the classmates' (copydetect)",
+
+
+def _main_batch(args: argparse.Namespace, kwargs: dict) -> int:
+    """``course-grade --batch DIR``: refused without a sandbox unless asked; a summary line."""
+    folder = Path(args.batch)
+    if not folder.is_dir():
+        print(f"error: --batch {folder}: not a folder", file=sys.stderr)
+        return 2
+    if not args.unsafe_no_sandbox and not args.scheduler and sandboxing.probe()[0] is None:
+        print(
+            f"error: --batch grades other people's code, and there is no OS sandbox here "
+            f"({sandboxing.probe()[1]}). Install bubblewrap, or pass --unsafe-no-sandbox "
+            "to "
+            "grade without one.",
+            file=sys.stderr,
+        )
+        return 3
+    out = Path(args.out) if args.out else folder / "_grades"
+    reports = grade_batch(
+        folder,
+        out,
+        workers=args.workers,
+        sandbox=False if args.unsafe_no_sandbox else True,
+        scheduler=args.scheduler,
+        tls=(args.tls_ca_file, args.tls_cert, args.tls_key),
+        insecure=args.insecure,
+        similarity=args.similarity,
+        **kwargs,
     )
-    ap.add_argument(
-        "--keep",
-        metavar="DIR",
-        help="keep the messages between the grader, the student's process and the checker "
-        "here (debugging)",
+    counts = {s: sum(r["status"] == s for r in reports) for s in SUBMISSION_STATUSES}
+    mode = (
+        "unsandboxed (--unsafe-no-sandbox)"
+        if args.unsafe_no_sandbox
+        else "in the bubblewrap sandbox"
     )
-    ap.add_argument(
-        "--unsafe-no-sandbox",
-        action="store_true",
-        help="grade without the bubblewrap sandbox (a batch refuses to otherwise)",
+    where = f" on {args.scheduler}" if args.scheduler else ""
+    _say(
+        f"{len(reports)} submissions graded {mode}{where}: {counts[Status.GRADED]} graded, "
+        f"{counts[Status.UNREADABLE]} unreadable, "
+        f"{counts[Status.GRADER_ERROR]} grader errors; "
+        f"gradebook: {display_name(out / 'gradebook.csv')}"
     )
+    return 3 if counts[Status.GRADER_ERROR] else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``course-grade``: one notebook (exit 0 all passed, 1 not, 2 unreadable, 3 grader error),
+    a batch (``--batch DIR``: 0, or 3 when a grading failed) or ``--make-certs DIR``."""
+    ap = parser()
     args = ap.parse_args(argv)
     if args.make_certs:
         from .cluster import make_certificates
@@ -552,47 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if args.batch:
-            folder = Path(args.batch)
-            if not folder.is_dir():
-                print(f"error: --batch {folder}: not a folder", file=sys.stderr)
-                return 2
-            if not args.unsafe_no_sandbox and not args.scheduler and sandboxing.probe()[0] is None:
-                print(
-                    f"error: --batch grades other people's code, and there is no OS sandbox here "
-                    f"({sandboxing.probe()[1]}). Install bubblewrap, or pass --unsafe-no-sandbox "
-                    "to "
-                    "grade without one.",
-                    file=sys.stderr,
-                )
-                return 3
-            out = Path(args.out) if args.out else folder / "_grades"
-            reports = grade_batch(
-                folder,
-                out,
-                workers=args.workers,
-                sandbox=False if args.unsafe_no_sandbox else True,
-                scheduler=args.scheduler,
-                tls=(args.tls_ca_file, args.tls_cert, args.tls_key),
-                insecure=args.insecure,
-                similarity=args.similarity,
-                **kwargs,
-            )
-            counts = {
-                s: sum(r["status"] == s for r in reports)
-                for s in ("graded", "unreadable", "grader error")
-            }
-            mode = (
-                "unsandboxed (--unsafe-no-sandbox)"
-                if args.unsafe_no_sandbox
-                else "in the bubblewrap sandbox"
-            )
-            where = f" on {args.scheduler}" if args.scheduler else ""
-            _say(
-                f"{len(reports)} submissions graded {mode}{where}: {counts['graded']} graded, "
-                f"{counts['unreadable']} unreadable, {counts['grader error']} grader errors; "
-                f"gradebook: {display_name(out / 'gradebook.csv')}"
-            )
-            return 3 if counts["grader error"] else 0
+            return _main_batch(args, kwargs)
         if not args.notebook:
             ap.error("give a notebook to grade, or --batch DIR")
         rep = grade(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .notebooks import display_name
+from .status import Status
 
 __all__ = [
     "ExerciseResult",
@@ -36,13 +37,13 @@ __all__ = [
 class ExerciseResult:
     name: str
     max_points: float
-    status: str = "graded"  # graded | timed out | crashed | rejected
+    status: str = Status.GRADED  # graded | timed out | crashed | rejected
     messages: list[str] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)
 
     @property
     def points(self) -> float:
-        if self.status != "graded" or not self.checks:
+        if self.status != Status.GRADED or not self.checks:
             return 0.0
         return round(self.max_points * sum(c["passed"] for c in self.checks) / len(self.checks), 2)
 
@@ -76,23 +77,23 @@ def exercise_result(
     result: ExerciseResult, ex, run, time_limit: float, memory_mb: int
 ) -> ExerciseResult:
     """Fill ``result`` from what happened when the exercise ran (``runner.ExerciseRun``)."""
-    if run.status == "timed out":
-        result.status = "timed out"
+    if run.status == Status.TIMED_OUT:
+        result.status = Status.TIMED_OUT
         result.messages.append(
             f"timed out after {time_limit:g} s (one time limit per exercise, for its answer cells "
             "and its "
             "checks together); look for an infinite loop or a very slow computation"
         )
-        result.fail_all(ex, "timed out")
-    elif run.status == "crashed":
-        result.status = "crashed"
+        result.fail_all(ex, Status.TIMED_OUT)
+    elif run.status == Status.CRASHED:
+        result.status = Status.CRASHED
         result.messages.append(
             "crashed: your code ended its process while this exercise ran (os._exit, a crash such "
             "as a segfault, "
             f"or more memory than the {memory_mb} MB limit); the other exercises were graded in "
             "their own processes" + (f" ({run.why})" if run.why else "")
         )
-        result.fail_all(ex, "crashed")
+        result.fail_all(ex, Status.CRASHED)
     else:
         for err in run.errors:
             result.messages.append(f"your answer cell raised {err}")
@@ -116,11 +117,11 @@ def build_report(
         "submission": str(path),
         "notebook": sol_path.stem,
         "solution": str(sol_path),
-        "status": "graded",
+        "status": Status.GRADED,
         "score": round(sum(r.points for r in exs), 2),
         "max_score": spec.max_score,
         "all_passed": all(c["passed"] for r in exs for c in r.checks)
-        and all(r.status == "graded" for r in exs),
+        and all(r.status == Status.GRADED for r in exs),
         "exercises": [
             {
                 "name": r.name,
@@ -142,7 +143,7 @@ def build_report(
 def format_report(rep: dict) -> str:
     lines = [f"Grading {rep['submission']} against {rep['solution']}", ""]
     for ex in rep["exercises"]:
-        status = "" if ex["status"] == "graded" else f"  ({ex['status']})"
+        status = "" if ex["status"] == Status.GRADED else f"  ({ex['status']})"
         lines.append(f"  {ex['name']:<24} {ex['points']:6.2f} / {ex['max_points']:g}{status}")
         for m in ex["messages"]:
             lines.append(f"      note: {m}")

@@ -46,6 +46,7 @@ from .checker import Checker
 from .notebooks import GraderError
 from .spec import NotebookSpec, meta, parse, role
 from .split import student_cells
+from .status import Status
 from .student import PLAN_WAIT
 from .wire import FrameBuffer, WireError, one_line, write_frame_by
 
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 FILE_SIZE_MB = 256  # largest file the student's code may write
-_STATUSES = ("graded", "timed out", "crashed")
+_STATUSES = (Status.GRADED, Status.TIMED_OUT, Status.CRASHED)
 _SEND_WAIT = 180.0  # seconds for a sandbox to take its plan (it may still be importing torch)
 _STOP_WAIT = 10.0  # seconds for a killed sandbox to be gone
 _DEBUG = bool(os.environ.get("COURSE_GRADE_DEBUG"))  # timings of a grading's stages on stderr
@@ -414,7 +415,7 @@ def run_exercises(
     _t0 = time.monotonic()
     names = [ex.name for ex in spec.exercises]
     todo = [n for n in names if n not in skip]
-    runs: dict[str, ExerciseRun] = {n: ExerciseRun("rejected") for n in skip}
+    runs: dict[str, ExerciseRun] = {n: ExerciseRun(Status.REJECTED) for n in skip}
     log = open(Path(tmp) / "messages.jsonl", "w")  # noqa: SIM115 - closed in the finally below
     checker = Checker(checker_plan(sol), wait_s=300 + 2.5 * time_limit * max(1, len(names)))
     sent: list[str] = []
@@ -470,7 +471,9 @@ def run_exercises(
                             break
                         if state.finished is not None:
                             name, f = state.finished, f
-                            status = f.get("status") if f.get("status") in _STATUSES else "crashed"
+                            status = (
+                                f.get("status") if f.get("status") in _STATUSES else Status.CRASHED
+                            )
                             run = ExerciseRun(
                                 status,
                                 errors=_clean_errors(f.get("errors")),
@@ -479,9 +482,9 @@ def run_exercises(
                                 if type(f.get("seconds")) in (int, float)
                                 else 0.0,
                             )
-                            run._results = f.get("results") if status == "graded" else None  # type: ignore[attr-defined]
+                            run._results = f.get("results") if status == Status.GRADED else None  # type: ignore[attr-defined]
                             runs[name] = run
-                            if status != "graded":
+                            if status != Status.GRADED:
                                 stubbed.add(name)
                             flush()
                 except WireError as exc:
@@ -500,17 +503,17 @@ def run_exercises(
                 )
             if state.current is not None:  # the whole process died during this exercise
                 runs[state.current] = ExerciseRun(
-                    "crashed", why="the student's process ended during this exercise"
+                    Status.CRASHED, why="the student's process ended during this exercise"
                 )
                 stubbed.add(state.current)
                 flush()
             elif time.monotonic() >= hard and any(n not in runs for n in left):
                 nxt = next(n for n in left if n not in runs)
-                runs[nxt] = ExerciseRun("timed out", why="the grading's hard time limit")
+                runs[nxt] = ExerciseRun(Status.TIMED_OUT, why="the grading's hard time limit")
                 stubbed.add(nxt)
                 flush()
         for n in todo:
-            runs.setdefault(n, ExerciseRun("crashed", why="not run"))
+            runs.setdefault(n, ExerciseRun(Status.CRASHED, why="not run"))
         flush()
         result = checker.finish(timeout=120 + 2 * time_limit * len(names))
         if _DEBUG:
@@ -523,7 +526,7 @@ def run_exercises(
         raise GraderError(result["fatal"])
     verdicts = result.get("verdicts", {})
     for n, run in runs.items():
-        run.verdicts = verdicts.get(n, []) if run.status == "graded" else []
+        run.verdicts = verdicts.get(n, []) if run.status == Status.GRADED else []
         run.checker_errors = result.get("errors", {}).get(n, [])
         run.__dict__.pop("_results", None)
     return RunOutcome(runs, passes)

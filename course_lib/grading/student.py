@@ -51,6 +51,8 @@ import signal
 import sys
 import time
 
+from .status import Status
+
 __all__ = ["main", "Zygote", "PLAN_WAIT"]
 
 _PRELUDE_SLACK = (
@@ -229,7 +231,7 @@ class Zygote:
         for name in self.plan["todo"]:
             self.send({"start": name})
             msg = self.run_one(name)
-            if msg["status"] != "graded":
+            if msg["status"] != Status.GRADED:
                 self.stubbed.add(name)
             self.send(msg)
         self.send({"done": True})
@@ -263,16 +265,16 @@ class Zygote:
         try:
             while result is None and status is None and not reader.eof:
                 if time.monotonic() >= deadline:
-                    status = "timed out"
+                    status = Status.TIMED_OUT
                     break
                 try:
                     frames = reader.wait(deadline)
                 except WireError as exc:
-                    status, why = "crashed", f"sent a malformed message ({exc})"
+                    status, why = Status.CRASHED, f"sent a malformed message ({exc})"
                     break
                 for f in frames:
                     if not isinstance(f, dict) or f.get("exercise") != name:
-                        status, why = "crashed", "sent a message that is not its outcome"
+                        status, why = Status.CRASHED, "sent a message that is not its outcome"
                         break
                     if f.get("started") is True and started is None and "results" not in f:
                         started = time.monotonic()
@@ -281,7 +283,7 @@ class Zygote:
                         result = f
                         break
                     else:
-                        status, why = "crashed", "sent a message that is not its outcome"
+                        status, why = Status.CRASHED, "sent a message that is not its outcome"
                         break
         finally:
             try:  # at once: whatever it does after its outcome does not hold the grading
@@ -297,13 +299,13 @@ class Zygote:
                 self.warm_up()  # the next children inherit torch's optimizer machinery
             return {
                 "exercise": name,
-                "status": "graded",
+                "status": Status.GRADED,
                 "results": result.get("results"),
                 "errors": result.get("errors"),
                 "seconds": round(elapsed, 3),
             }
         if status is None:  # the pipe closed without the outcome
-            status, why = "crashed", _death(wstatus)
+            status, why = Status.CRASHED, _death(wstatus)
         return {
             "exercise": name,
             "status": status,

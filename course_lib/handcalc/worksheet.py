@@ -24,6 +24,7 @@ import html
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -238,30 +239,6 @@ class Line:
     answer: str
 
 
-#: Worksheets look like the site (its system fonts, colours and dark mode), fit a phone, print.
-_CSS = """
-:root { color-scheme: light dark; --fg: #222832; --muted: #48566b; --accent: #0b4f8a;
-        --line: #8a94a3; --bg: #ffffff; }
-@media (prefers-color-scheme: dark) {
-  :root { --fg: #ced6dd; --muted: #9ca4af; --accent: #7fb5e6; --line: #6b7480; --bg: #121212; }
-}
-body { font-family: -apple-system, BlinkMacSystemFont, "Segoe UI", "Noto Sans", Helvetica, Arial,
-       sans-serif; line-height: 1.6; max-width: 46em; margin: 1.5em auto; padding: 0 1em;
-       color: var(--fg); background: var(--bg); }
-h1 { font-size: 1.5em; line-height: 1.25; } h2 { font-size: 1.1em; margin-top: 1.6em;
-     border-bottom: 1px solid var(--line); }
-a { color: var(--accent); }
-nav { font-size: 0.95em; display: flex; flex-wrap: wrap; gap: 0.4em 1.2em; }
-li { margin: 0.6em 0; font-family: "SFMono-Regular", Menlo, "DejaVu Sans Mono", Consolas,
-     monospace; font-size: 0.92em; overflow-wrap: anywhere; }
-.blank { display: inline-block; min-width: 7em; border-bottom: 1px solid var(--fg); }
-.answer { font-weight: bold; color: var(--accent); }
-.digits { font-family: inherit; color: var(--muted); font-size: 0.9em; }
-footer { margin-top: 2em; color: var(--muted); font-size: 0.9em; }
-@media print { body { margin: 0; max-width: none; color: #000; background: #fff; }
-               nav { display: none; } .answer { color: #000; } }
-"""
-
 #: Lines whose answer shows more than this many significant digits ask for ``WIDE_SIG``.
 SIG = 4
 WIDE_SIG = 6
@@ -307,66 +284,52 @@ def worksheet_html(
     back_title: str | None = None,
     other: str | None = None,
 ) -> str:
-    """A printable HTML page: the lines grouped by section, blanks or (answers=True) the key.
+    """A printable HTML page (the Jinja2 template ``templates/worksheet.html``): the lines
+    grouped by section, blanks or (answers=True) the key.
 
     ``back`` links to the chapter (``back_title`` names it, default ``title``); ``other`` to the
     worksheet's key or the key's worksheet. Lines whose answer has more than ``SIG``
     significant digits say that they want ``WIDE_SIG``; the footer states both."""
-    kind = "answer key" if answers else "worksheet"
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html.escape(title)} ({kind})</title><style>{_CSS}</style></head><body>",
-    ]
     links = []
     if back:
-        links.append(
-            f'<a href="{html.escape(back)}">← Back to {html.escape(back_title or title)}</a>'
-        )
+        links.append((back, f"\u2190 Back to {back_title or title}"))
     if other:
-        links.append(
-            f'<a href="{html.escape(other)}">'
-            + ("The worksheet (blanks)" if answers else "The answer key")
-            + "</a>"
-        )
-    if links:
-        parts.append("<nav>" + "".join(links) + "</nav>")
-    parts += [
-        f"<main><h1>{html.escape(title)}: {kind}</h1>",
-        f"<p>{html.escape(plain_lists(intro))}</p>",
-    ]
-    section = None
-    wide = False
+        links.append((other, "The worksheet (blanks)" if answers else "The answer key"))
+    sections: list[dict] = []
     for line in lines:
-        if line.section != section:
-            if section is not None:
-                parts.append("</ol>")
-            section = line.section
-            parts.append(f"<h2>{html.escape(plain_lists(section))}</h2><ol>")
+        if not sections or sections[-1]["title"] != plain_lists(line.section):
+            sections.append({"title": plain_lists(line.section), "lines": []})
         answer = plain_lists(line.answer)
-        fill = (
-            f'<span class="answer">{html.escape(answer)}</span>'
-            if answers
-            else '<span class="blank">&nbsp;</span>'
+        sections[-1]["lines"].append(
+            {
+                "pieces": plain_lists(line.prompt).split("{}"),  # the blank goes between pieces
+                "answer": answer,
+                "wide": significant_digits(answer) > SIG,
+            }
         )
-        note = ""
-        if significant_digits(answer) > SIG:
-            wide = True
-            note = f' <span class="digits">({WIDE_SIG} significant digits)</span>'
-        parts.append(
-            "<li>" + html.escape(plain_lists(line.prompt)).replace("{}", fill) + note + "</li>"
-        )
-    if section is not None:
-        parts.append("</ol>")
-    digits = f"{SIG} significant digits" + (
-        f", or {WIDE_SIG} where a line says so (values that differ only in later digits)"
-        if wide
-        else ""
+    return _template().render(
+        title=title,
+        kind="answer key" if answers else "worksheet",
+        intro=plain_lists(intro),
+        links=links,
+        sections=sections,
+        answers=answers,
+        sig=SIG,
+        wide_sig=WIDE_SIG,
+        wide=any(line["wide"] for section in sections for line in section["lines"]),
     )
-    parts.append(
-        "</main><footer>Generated by course_lib.handcalc.worksheet from the same code "
-        f"that computes the chapter; numbers are rounded to {digits}.</footer>"
+
+
+@lru_cache(maxsize=1)
+def _template():
+    import jinja2  # altair's dependency, so wherever course_lib is installed
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("course_lib.handcalc", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
     )
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return env.get_template("worksheet.html")

@@ -2,7 +2,7 @@
 
 The task: **which play is this passage from?** The passages are 64-character windows of the
 three plays that lie entirely in the validation part of the corpus (the last 10 %), so the
-pretrained model (``course_lib.model.load_pretrained``) never read them: Twelfth Night, The Two
+pretrained model (``course_lib.checkpoint.load_pretrained``) never read them: Twelfth Night, The Two
 Gentlemen of Verona, The Winter's Tale. Speaker headings (``VIOLA.``), stage directions and
 act/scene lines are removed first, so a passage must be recognised from what is said, not
 from who says it. Windows from the first 80 % of each play are the training pool, the last

@@ -32,7 +32,7 @@
     // A live notebook (Jupyter, Colab): load them from a CDN.
     var cdn = "https://cdn.jsdelivr.net/npm/", libs = %(libs)s;
     if (typeof define === "function" && define.amd && window.require) {  // RequireJS page
-      var paths = {};
+      const paths = {};
       libs.forEach(function (lib) { paths[lib.split("@")[0]] = cdn + lib + "?noext"; });
       window.require.config({paths: paths});
       return window.require(["vega-embed"], embed);

@@ -22,9 +22,10 @@ async (hrefs) => {
     const words = [];  // its text, without the typeset math
     if (box) {
       const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
-      for (let n; (n = walk.nextNode());)
+      for (let n = walk.nextNode(); n; n = walk.nextNode())
         if (!n.parentElement.closest('mjx-container, .math')) words.push(n.textContent);
     }
+    // biome-ignore lint/performance/useDomNodeTextContent: the preview's text as the reader sees it (rendered, hidden parts left out)
     out.push({href, text: box ? box.innerText.replace(/\s+/g, ' ').trim() : '',
               words: words.join(' ').replace(/\s+/g, ' ').trim(),
               html: box ? box.innerHTML.slice(0, 4000) : '',

@@ -9,10 +9,10 @@ async ({title, subtitle, byline, note}) => {
 
   // 2. Dropdowns open: answers, hidden code cells, worked solutions.
   document.querySelectorAll('details').forEach(d => { d.open = true; });
-  document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+  document.querySelectorAll('.toggle-hidden').forEach(e => { e.classList.remove('toggle-hidden'); });
 
   // 3. The theme's own print header (title and page contents) gives way to the book's cover.
-  document.querySelectorAll('#jb-print-docs-body, .bd-header-article').forEach(e => e.remove());
+  document.querySelectorAll('#jb-print-docs-body, .bd-header-article').forEach(e => { e.remove(); });
 
   // 4. Links to other files of the site lead nowhere from a PDF: keep their text only.
   const here = location.origin + location.pathname;
@@ -62,7 +62,7 @@ async ({title, subtitle, byline, note}) => {
   //    its page's id in front, and the links inside that page follow it.
   const seen = new Set();
   const owner = el => el.closest('section.course-pdf-doc') || top;
-  docs.forEach(sec => sec.classList.add('course-pdf-doc'));
+  docs.forEach(sec => { sec.classList.add('course-pdf-doc'); });
   let renamed = 0;
   article.querySelectorAll('[id]').forEach(el => {
     const id = el.id;
@@ -84,7 +84,7 @@ async ({title, subtitle, byline, note}) => {
   //    symbols it draws, such as the root sign).
   const text = h => {
     const c = h.cloneNode(true);
-    c.querySelectorAll('.headerlink').forEach(x => x.remove());
+    c.querySelectorAll('.headerlink').forEach(x => { x.remove(); });
     c.querySelectorAll('[data-course-text]').forEach(m => {
       m.replaceWith(document.createTextNode(m.getAttribute('data-course-text')));
     });
@@ -165,7 +165,10 @@ async ({title, subtitle, byline, note}) => {
           r.setStart(n, offset);
           r.setEnd(n, offset + part.length);
           for (const rect of r.getClientRects()) {
-            if (rect.width > 0) (lines[line] = lines[line] || new Set()).add(Math.round(rect.top));
+            if (rect.width > 0) {
+              lines[line] = lines[line] || new Set();
+              lines[line].add(Math.round(rect.top));
+            }
           }
         }
         offset += part.length + 1;

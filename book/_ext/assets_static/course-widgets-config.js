@@ -11,7 +11,8 @@
       if (el && window.MathJax && window.MathJax.typesetPromise) window.MathJax.typesetPromise([el]);
     }};
   }
-  var config = window.MathJax = window.MathJax || {};
+  window.MathJax = window.MathJax || {};
+  var config = window.MathJax;
   config.Hub = hub();  // until MathJax 3 loads, window.MathJax is its configuration
   config.startup = config.startup || {};
   var ready = config.startup.ready;

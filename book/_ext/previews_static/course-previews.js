@@ -108,7 +108,7 @@
     let doc;
     try {
       doc = await fetchPage(url);
-    } catch (e) {
+    } catch {
       return;  // the page did not load: no preview, the link still works
     }
     if (owner !== a) return;  // the pointer moved on meanwhile

@@ -19,7 +19,7 @@
       const doc = new DOMParser().parseFromString(htmlString, "text/html");
       // A summary is prose: code cells, their outputs and code blocks are left out of it
       // (unless the words searched for are only in the code: makeSearchSummary below).
-      if (!keepCode) doc.querySelectorAll(CODE).forEach((el) => el.remove());
+      if (!keepCode) doc.querySelectorAll(CODE).forEach((el) => { el.remove(); });
       doc.querySelectorAll("[data-course-text]").forEach((el) => {
         const text = el.getAttribute("data-course-text");
         // display math stands apart from the sentence around it
