@@ -577,7 +577,7 @@ def test_chapter_3_width_sweep_says_what_its_losses_show():
 def test_chapter_3_case_analogies_recomputed_by_loops():
     """The analogy paragraph's rates, recomputed by plain loops over the pretrained model's
     character table, and its "at least" share counted directly."""
-    from course_lib.model import load_pretrained
+    from course_lib.checkpoint import load_pretrained
 
     g = glued(
         "03_embeddings",
