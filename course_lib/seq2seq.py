@@ -397,9 +397,13 @@ class Seq2Seq(nn.Module):
 
 
 @torch.no_grad()
-def torch_transformer_from(model: Seq2Seq) -> nn.Transformer:
+def torch_transformer_from(
+    model: Seq2Seq, norm_first: bool = True, activation: str = "gelu"
+) -> nn.Transformer:
     """``torch.nn.Transformer(norm_first=True, activation="gelu", batch_first=True)`` holding
     ``model``'s body weights (no embeddings, no head; both have the final LayerNorms), in eval mode.
+    (``norm_first`` and ``activation`` build the other layouts, for ``course_lib.original``'s
+    post-norm ReLU model; a model whose final norm is ``nn.Identity`` gets none.)
 
     Feed it ``model.src_pos(model.src_emb(src))`` and ``model.tgt_pos(model.tgt_emb(tgt_in))``
     with ``tgt_mask`` causal and ``src_key_padding_mask = memory_key_padding_mask = src == PAD``
@@ -418,10 +422,12 @@ def torch_transformer_from(model: Seq2Seq) -> nn.Transformer:
             cfg.n_dec_layer,
             dim_feedforward=4 * cfg.d_model,
             dropout=0.0,
-            activation="gelu",
+            activation=activation,
             batch_first=True,
-            norm_first=True,
+            norm_first=norm_first,
         )
+
+    tr.encoder.use_nested_tensor = False  # post-norm's eval fast path would warn about it
 
     def copy(dst: nn.Module, src: nn.Module) -> None:
         dst.weight.copy_(src.weight)
@@ -440,7 +446,10 @@ def torch_transformer_from(model: Seq2Seq) -> nn.Transformer:
         copy_mlp_and_self(layer, block)
         copy(layer.norm1, block.ln1)
         copy(layer.norm2, block.ln2)
-    copy(tr.encoder.norm, model.encoder.ln_f)
+    if isinstance(model.encoder.ln_f, nn.Identity):
+        tr.encoder.norm = None  # a post-norm stack ends normalised
+    else:
+        copy(tr.encoder.norm, model.encoder.ln_f)
     for layer, block in zip(tr.decoder.layers, model.blocks):
         copy_mlp_and_self(layer, block)
         layer.multihead_attn.in_proj_weight.copy_(
@@ -456,7 +465,10 @@ def torch_transformer_from(model: Seq2Seq) -> nn.Transformer:
             (block.ln3, layer.norm3),
         ):
             copy(theirs, ours)
-    copy(tr.decoder.norm, model.ln_f)
+    if isinstance(model.ln_f, nn.Identity):
+        tr.decoder.norm = None
+    else:
+        copy(tr.decoder.norm, model.ln_f)
     return tr.eval()
 
 

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from .schedule import warmup_cosine
+from .schedule import noam_factor, noam_rate, warmup_cosine
 from .seq2seq import BOS, EOS, PAD, Seq2Seq, Seq2SeqConfig, TranslationData, pad_rows, words
 
 __all__ = [
@@ -41,11 +41,19 @@ __all__ = [
 ]
 
 
+SCHEDULES = ("cosine", "noam", "noam-without-warmup")
+
+
 @dataclass
 class TrainSettings:
     """How ``train`` trains: AdamW, linear warmup then cosine decay to lr / 10 over ``steps``,
     batches of ``batch_size`` pairs drawn with replacement by a generator seeded with ``seed``;
-    the validation loss every ``eval_every`` steps (and at the end)."""
+    the validation loss every ``eval_every`` steps (and at the end).
+
+    The original transformer's recipe (``course_lib.original``): ``schedule="noam"``, the
+    paper's warm-up then 1 / √step decay (``course_lib.schedule.noam_rate``), scaled to peak at
+    ``lr`` after ``warmup`` steps ("noam-without-warmup": the same at ``lr`` from step 1), and
+    ``label_smoothing`` ε (0.1 in the paper) in the training loss."""
 
     steps: int = 500
     batch_size: int = 64
@@ -55,9 +63,24 @@ class TrainSettings:
     grad_clip: float = 1.0
     eval_every: int = 100
     seed: int = 0
+    schedule: str = "cosine"
+    label_smoothing: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def lr_at(self, step: int, d_model: int) -> float:
+        """The learning rate of 0-based ``step`` under ``schedule``."""
+        if self.schedule == "cosine":
+            return warmup_cosine(step, self.lr, self.warmup, self.steps, min_lr=self.lr / 10)
+        if self.schedule in ("noam", "noam-without-warmup"):
+            factor = noam_factor(self.lr, d_model, max(self.warmup, 1))
+            return noam_rate(
+                step + 1, d_model, max(self.warmup, 1), factor, self.schedule == "noam"
+            )
+        raise ValueError(
+            f"TrainSettings: schedule must be one of {SCHEDULES}; got {self.schedule!r}."
+        )
 
 
 def _trim(src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,17 +120,20 @@ def train(
     settings: TrainSettings | None = None,
     progress: bool = False,
     snapshots: tuple[int, ...] = (),
+    build=Seq2Seq,
 ) -> tuple[Seq2Seq, dict]:
     """Train a ``Seq2Seq`` on ``data``'s training pairs with teacher forcing; returns
     ``(model (eval mode), history)``.
 
     ``cfg`` defaults to ``Seq2SeqConfig`` sized for ``data``'s vocabularies and lengths. The
     same data, config and settings give the same weights (everything is seeded; run on the
-    same number of threads for bit-equal floats). ``history``: ``step`` and ``train_loss``
-    (every step), ``val_step`` and ``val_loss``, ``lr``, ``seconds`` (wall time of training,
+    same number of threads for bit-equal floats). ``history``: ``step``, ``train_loss``,
+    ``lr`` and ``grad_norm`` (the gradient's norm before clipping; every step), ``val_step``
+    and ``val_loss``, ``seconds`` (wall time of training,
     evaluation included), ``tokens`` (target tokens trained on), and ``snapshots``: {step: a copy
     of the weights after that many steps} for each step in ``snapshots`` (the same run seen part
-    of the way through, at no extra training cost).
+    of the way through, at no extra training cost). ``build(cfg)`` makes the model
+    (``Seq2Seq``; ``course_lib.original.OriginalSeq2Seq`` for the paper's).
     """
     if any(not 1 <= s <= (settings or TrainSettings()).steps for s in snapshots):
         raise ValueError(f"train: snapshot steps must lie in 1 .. steps; got {tuple(snapshots)}.")
@@ -121,8 +147,10 @@ def train(
             "train: the config's vocabularies are smaller than the data's; size the config from "
             "the data."
         )
+    if settings.schedule not in SCHEDULES:
+        raise ValueError(f"train: schedule must be one of {SCHEDULES}; got {settings.schedule!r}.")
     torch.manual_seed(settings.seed)  # the weights
-    model = Seq2Seq(cfg)
+    model = build(cfg)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]  # biases and LayerNorm gains
     opt = torch.optim.AdamW(
@@ -136,25 +164,39 @@ def train(
     src, tgt = data.tensors("train")
     val = data.tensors("val") if data.numbers["val"] else None
     g = torch.Generator().manual_seed(settings.seed + 1)  # the batches
-    hist = {"step": [], "train_loss": [], "val_step": [], "val_loss": [], "lr": [], "tokens": 0}
+    hist = {
+        "step": [],
+        "train_loss": [],
+        "val_step": [],
+        "val_loss": [],
+        "lr": [],
+        "grad_norm": [],
+        "tokens": 0,
+    }
     hist["snapshots"] = {}
     start = time.perf_counter()
     model.train()
     for step in range(settings.steps):
-        lr = warmup_cosine(
-            step, settings.lr, settings.warmup, settings.steps, min_lr=settings.lr / 10
-        )
+        lr = settings.lr_at(step, cfg.d_model)
         for group in opt.param_groups:
             group["lr"] = lr
         idx = torch.randint(len(src), (settings.batch_size,), generator=g)
         s, t = _trim(src[idx], tgt[idx])  # (b, S), (b, T + 1)
-        _, loss = model(
-            s, t[:, :-1], t[:, 1:]
-        )  # decoder input: <bos> y_1 ..; targets: y_1 .. <eos>
+        logits, _ = model(s, t[:, :-1])  # (b, T, V): decoder input <bos> y_1 ..
+        loss = F.cross_entropy(  # targets y_1 .. <eos>; pads don't count
+            logits.reshape(-1, logits.shape[-1]),
+            t[:, 1:].reshape(-1),
+            ignore_index=PAD,
+            label_smoothing=settings.label_smoothing,
+        )
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if settings.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
+        if settings.grad_clip:  # the norm before clipping
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
+        else:
+            grad_norm = torch.nn.utils.get_total_norm(
+                [p.grad for p in model.parameters() if p.grad is not None]
+            )
         opt.step()
         if step + 1 in snapshots:
             hist["snapshots"][step + 1] = {
@@ -163,6 +205,7 @@ def train(
         hist["step"].append(step)
         hist["train_loss"].append(loss.item())
         hist["lr"].append(lr)
+        hist["grad_norm"].append(float(grad_norm))
         hist["tokens"] += int((t[:, 1:] != PAD).sum())
         last = step == settings.steps - 1
         if val is not None and (

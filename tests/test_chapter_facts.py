@@ -518,3 +518,230 @@ def test_where_next_mlp_shares_and_long_run_changes():
     assert {"lr", "warmup_steps", "batch_size", "block_size"} <= differ
     for k in differ:
         assert f"{a[k]:,} → {b[k]:,}" in g["bl_changes"]
+
+
+def test_chapter_5_universal_approximation_numbers_from_numpys_interpolation():
+    """Example 5's broken lines, recomputed with np.interp (not the lab's network): the largest
+    errors, their log-log slope, and the jump's error that no width removes."""
+    g = glued(
+        "worked/ex5_ffn",
+        "e5_ua_units",
+        "e5_ua_first",
+        "e5_ua_last",
+        "e5_ua_slope",
+        "e5_ua_factor",
+        "e5_ua_jump",
+    )
+    lo, hi = (int(w) for w in g["e5_ua_units"].split(" to "))
+    widths = [w for w in (4, 8, 16, 32, 64, 128, 256) if lo <= w <= hi]
+    x = np.linspace(-1, 1, 4001)
+
+    def err(f, n):
+        knots = np.linspace(-1, 1, n + 1)
+        return np.abs(np.interp(x, knots, f(knots)) - f(x)).max()
+
+    def curve(t):
+        return np.sin(3 * t) + 0.5 * t**2
+
+    errors = [err(curve, n) for n in widths]
+    assert g["e5_ua_first"] == f"{errors[0]:.3f}" and g["e5_ua_last"] == f"{errors[-1]:.1e}"
+    slope = np.polyfit(np.log(widths), np.log(errors), 1)[0]
+    assert float(g["e5_ua_slope"]) == pytest.approx(slope, abs=0.006)
+    assert float(g["e5_ua_factor"]) == pytest.approx(2**-slope, abs=0.06)
+    assert -2.2 < slope < -1.8  # what the prose explains: h^2 with h ~ 1 / n
+    jump = [err(lambda t: (t > 0.0001).astype(float), n) for n in widths]
+    assert float(g["e5_ua_jump"]) == pytest.approx(min(jump), abs=0.006) and min(jump) >= 0.5
+
+
+def test_chapter_3_width_sweep_says_what_its_losses_show():
+    """The width paragraph's claims hold for the glued losses: d = 1 is worst, from the glued
+    width on every loss lies within 0.01 nats of the best, the one before does not, and the
+    parameters are 2Vd + V. (The losses are float64 Adam runs; only their order is checked.)"""
+    from course_lib.data import shakespeare_splits
+    from course_lib.labs.vector_space import bigram_counts, train_factored_bigram
+
+    g = glued("03_embeddings", "vs_d1", "vs_enough_d", "vs_enough_params", "vs_table_params")
+    V = shakespeare_splits().tokenizer.vocab_size
+    d = int(g["vs_enough_d"])
+    assert g["vs_enough_params"] == f"{2 * V * d + V:,}" and g["vs_table_params"] == f"{V * V:,}"
+    splits = shakespeare_splits()
+    tr, va = bigram_counts(splits.train, V), bigram_counts(splits.val, V)
+    losses = {w: train_factored_bigram(tr, va, w)["val_loss"] for w in (1, d // 2, d, 64)}
+    best = min(losses.values())
+    assert losses[1] == max(losses.values()) and float(g["vs_d1"]) == pytest.approx(
+        losses[1], abs=0.01
+    )
+    assert losses[d] <= best + 0.01 < losses[d // 2] and losses[64] <= best + 0.01
+
+
+def test_chapter_3_case_analogies_recomputed_by_loops():
+    """The analogy paragraph's rates, recomputed by plain loops over the pretrained model's
+    character table, and its "at least" share counted directly."""
+    from course_lib.checkpoint import load_pretrained
+
+    g = glued(
+        "03_embeddings",
+        "vs_tests",
+        "vs_offset",
+        "vs_offset_all",
+        "vs_baseline",
+        "vs_excluded_share",
+        "vs_all_vs_base",
+    )
+    model, tok = load_pretrained()
+    E = model.tok_emb.weight.detach().double().numpy()
+    chars = list(tok.chars)
+    ix = {c: i for i, c in enumerate(chars)}
+    unit = E / np.linalg.norm(E, axis=1, keepdims=True)
+    letters = [c for c in "abcdefghijklmnopqrstuvwxyz" if c in ix and c.upper() in ix]
+    right = right_all = excluded = base = 0
+    for x in letters:
+        s = unit @ unit[ix[x.upper()]]
+        s[ix[x.upper()]] = -2
+        base += int(np.argmax(s)) == ix[x]
+        for y in letters:
+            if y == x:
+                continue
+            q = E[ix[y]] - E[ix[y.upper()]] + E[ix[x.upper()]]
+            sims = unit @ (q / np.linalg.norm(q))
+            top = int(np.argmax(sims))
+            right_all += top == ix[x]
+            excluded += top in (ix[y], ix[y.upper()], ix[x.upper()])
+            sims[[ix[y], ix[y.upper()], ix[x.upper()]]] = -2
+            right += int(np.argmax(sims)) == ix[x]
+    n = len(letters) * (len(letters) - 1)
+    assert int(g["vs_tests"]) == n
+    assert g["vs_offset"] == f"{100 * right / n:.0f}"
+    assert g["vs_offset_all"] == f"{100 * right_all / n:.0f}"
+    assert g["vs_baseline"] == f"{100 * base / len(letters):.0f}"
+    assert 100 * excluded / n >= float(g["vs_excluded_share"]) - 0.5
+    assert g["vs_all_vs_base"] == ("below" if right_all / n < base / len(letters) else "above")
+
+
+def _results(name: str) -> dict:
+    return json.loads((ROOT / "course_lib" / "results" / name).read_text())
+
+
+def test_chapter_14_original_recipe_study_is_complete_and_on_the_chapters_budget():
+    """results/original.json holds every run it planned, each on the chapter's budget (the
+    recipe runs) or the grid's, with the settings the modern runs of seq2seq.json used."""
+    from course_lib.translate import TrainSettings
+
+    study, modern = _results("original.json"), _results("seq2seq.json")
+    assert study["complete"] and len(study["runs"]) == study["jobs_planned"]
+    same = ("steps", "batch_size", "lr", "warmup", "weight_decay", "grad_clip")
+    assert {k: study["settings"][k] for k in same} == {k: modern["settings"][k] for k in same}
+    assert {k: study["settings"][k] for k in same} == {k: getattr(TrainSettings(), k) for k in same}
+    recipe = [r for r in study["runs"] if r["part"] == "recipe"]
+    assert len(recipe) >= 3 and {r["seed"] for r in recipe} == {r["seed"] for r in modern["runs"]}
+    for r in recipe:
+        assert (r["model"], r["schedule"], r["label_smoothing"]) == ("post", "noam", 0.1)
+        assert r["steps"] == modern["settings"]["steps"] and r["lr"] == modern["settings"]["lr"]
+    grid = {(r["model"], r["schedule"], r["lr"]) for r in study["runs"] if r["part"] == "warm-up"}
+    assert grid == {
+        (m, s, lr)
+        for m in ("post", "pre")
+        for s in ("noam", "noam-without-warmup")
+        for lr in study["rates"]
+    }
+
+
+def test_chapter_14_original_recipe_numbers():
+    """The original-recipe section's numbers, from the results files and the formulas."""
+    from course_lib.schedule import noam_rate, warmup_cosine
+    from course_lib.translate import TrainSettings
+
+    g = glued(
+        "14_translation",
+        "orig_pe_params",
+        "orig_emb_rms",
+        "orig_scaled_rms",
+        "orig_pe_rms",
+        "orig_seeds",
+        "orig_em_min",
+        "orig_em_max",
+        "orig_val_min",
+        "ls_floor",
+        "lr_end_cos",
+        "lr_end_noam",
+        "orig_em_phrase",
+        also=('glue("params"', 'glue("n_train"', "study = json.loads"),
+    )
+    st = TrainSettings()
+    study, modern = _results("original.json"), _results("seq2seq.json")
+    recipe = [r for r in study["runs"] if r["part"] == "recipe"]
+    em = [100 * r["exact_greedy"] for r in recipe]
+    assert int(g["orig_seeds"]) == len(recipe)
+    assert (g["orig_em_min"], g["orig_em_max"]) == (f"{min(em):.1f}", f"{max(em):.1f}")
+    assert g["orig_val_min"] == f"{min(r['val_loss'] for r in recipe):.3f}"
+    V = modern["config"]["tgt_vocab"]
+    assert g["ls_floor"] == f"{-math.log(0.9 + 0.1 / V):.3f}"
+    # no run of a smoothed model gets below what it is trained towards (up to rounding)
+    assert min(r["val_loss"] for r in recipe) >= -math.log(0.9 + 0.1 / V) - 0.005
+    d, last = modern["config"]["d_model"], st.steps
+    assert g["lr_end_cos"] == f"{warmup_cosine(last - 1, st.lr, st.warmup, last, st.lr / 10):.1e}"
+    peak_factor = st.lr * math.sqrt(d * st.warmup)  # peaks at st.lr after the warm-up
+    assert g["lr_end_noam"] == f"{noam_rate(last, d, st.warmup, peak_factor):.1e}"
+    # "rise together ... then the paper's falls faster at first and slower later"
+    noam_st = TrainSettings(schedule="noam")
+    assert all(noam_st.lr_at(s, d) == pytest.approx(st.lr_at(s, d)) for s in range(st.warmup))
+    assert noam_st.lr_at(st.steps // 2, d) < st.lr_at(st.steps // 2, d)
+    assert noam_st.lr_at(st.steps - 1, d) > st.lr_at(st.steps - 1, d)
+    assert g["orig_pe_params"] == 0
+    assert float(g["orig_pe_rms"]) == pytest.approx(math.sqrt(0.5), abs=0.01)  # sin² + cos²
+    assert float(g["orig_scaled_rms"]) == pytest.approx(1.0, abs=0.05)
+    assert float(g["orig_emb_rms"]) == pytest.approx(d**-0.5, abs=0.01)
+    gap = sum(em) / len(em) - sum(100 * r["exact_greedy"] for r in modern["runs"]) / len(
+        modern["runs"]
+    )
+    want = "as well as" if abs(gap) < 0.5 else ("better than" if gap > 0 else "worse than")
+    assert g["orig_em_phrase"] == want
+
+
+def test_chapter_14_warm_up_paragraph_says_what_the_grid_shows():
+    from course_lib.translate import TrainSettings
+
+    g = glued(
+        "14_translation",
+        "wu_top",
+        "wu_post",
+        "wu_post_nw",
+        "wu_pre",
+        "wu_pre_nw",
+        "wu_post_cost",
+        "wu_pre_cost",
+        "wu_where",
+        "wu_hurt_rates",
+        "wu_base_cost",
+        also=('glue("params"', 'glue("n_train"', "study = json.loads"),
+    )
+    study, modern = _results("original.json"), _results("seq2seq.json")
+    loss = {
+        (r["model"], r["schedule"], r["lr"]): r["val_loss"]
+        for r in study["runs"]
+        if r["part"] == "warm-up"
+    }
+    top = max(study["rates"])
+    for key, (m, s) in {
+        "wu_post": ("post", "noam"),
+        "wu_post_nw": ("post", "noam-without-warmup"),
+        "wu_pre": ("pre", "noam"),
+        "wu_pre_nw": ("pre", "noam-without-warmup"),
+    }.items():
+        assert g[key] == f"{loss[m, s, top]:.2f}"
+
+    def cost(m, lr):
+        return loss[m, "noam-without-warmup", lr] - loss[m, "noam", lr]
+
+    assert g["wu_post_cost"] == f"{cost('post', top):.2f}"
+    assert g["wu_pre_cost"] == f"{cost('pre', top):.2f}"
+    hurt = [lr for lr in sorted(study["rates"]) if cost("post", lr) > 0.05]
+    less = [lr for lr in hurt if cost("pre", lr) < cost("post", lr)]
+    assert g["wu_hurt_rates"] == (" and ".join(f"{lr:g}" for lr in hurt) or "none")
+    assert g["wu_where"] == ("at each" if hurt and less == hurt else f"at {len(less)} of them")
+    assert top in hurt  # the paragraph reads the highest rate as one where warm-up matters
+    # "a model of n_enc layers on each side trains either way there": at the chapter's rate
+    # the warm-up changes little, and encoder and decoder are equally deep
+    base = cost("post", TrainSettings().lr)
+    assert g["wu_base_cost"] == f"{base:+.2f}" and abs(base) < 0.1
+    assert modern["config"]["n_enc_layer"] == modern["config"]["n_dec_layer"]
