@@ -7,6 +7,7 @@ import re
 import sys
 
 import pytest
+from build_support import get_build, page_builds
 
 from tools import ROOT
 from tools.toc import toc_files
@@ -95,10 +96,11 @@ def test_a_cell_of_only_glue_becomes_empty_and_unparsable_source_is_kept():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "page", [f for f in toc_files() if "glue(" in (ROOT / f"{f}.md").read_text()]
+    "page, build",
+    page_builds([f for f in toc_files() if "glue(" in (ROOT / f"{f}.md").read_text()]),
 )
-def test_built_pages_show_no_glue_but_keep_their_glued_values(built_book, page):
-    text = (built_book / "html" / f"{page}.html").read_text()
+def test_built_pages_show_no_glue_but_keep_their_glued_values(page, build, request):
+    text = (get_build(request, build).path / "html" / f"{page}.html").read_text()
     code = " ".join(re.findall(r'<div class="cell_input.*?</pre>', text, flags=re.S))
     plain = html_lib.unescape(re.sub(r"<[^>]+>", "", code))
     assert not re.search(r"^\s*glue\(", plain, flags=re.M), f"{page}: a glue(...) line is shown"

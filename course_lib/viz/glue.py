@@ -4,6 +4,11 @@ In the book build, values are glued with myst-nb so the prose can quote them
 (``{glue:text}`name:.3f```). On Colab or in plain Jupyter myst-nb may be missing; there the
 value is simply shown (or nothing happens with ``display=False``), so the notebook still runs.
 
+What another machine would glue: ``measured_spread`` reads, from
+``course_lib/results/isa_spread.json`` (``benchmarks/isa_spread.py``), the values a page glued
+under each simulated CPU and seed, so a chapter can show the spread of a training run's
+numbers rather than one draw.
+
 Numbers for the prose: ``sci`` writes one in scientific notation as a reader does;
 ``table_column`` writes a column of a glued markdown table in one precision (the tables the
 code prints, Chapter 5's, are ``course_lib.handcalc.worksheet.table_cells``).
@@ -19,7 +24,7 @@ try:  # myst-nb is a build dependency, not a runtime one
 except ImportError:  # pragma: no cover - exercised by the fresh-Colab test
     _myst_glue = None
 
-__all__ = ["glue", "sci", "table_column"]
+__all__ = ["glue", "sci", "table_column", "measured_spread"]
 
 _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 
@@ -93,3 +98,38 @@ def table_column(values: Iterable[float], sig: int = 4, decimals: int | None = N
             for m, _, e in [f"{x:.{sig - 1}e}".partition("e")]
         ]
     return [c.replace("-", "\u2212") for c in cells]
+
+
+def measured_spread(page: str, *keys: str) -> list[dict[str, Any]]:
+    """What ``page`` (``"book/14_translation"``) glued as ``keys`` under each simulated CPU and
+    seed of the measurement ``course_lib/results/isa_spread.json``: one dict per run, with
+    ``run`` (its name), ``cpu`` (the instruction set torch used: "AVX512", "AVX2",
+    "DEFAULT"), ``seed_offset`` (0: the page's own seeds) and each key's value as glued (a
+    string or a number)."""
+    import ast
+    import json
+    from importlib.resources import files
+
+    data = json.loads(files("course_lib").joinpath("results", "isa_spread.json").read_text())
+    if page not in data["pages"]:
+        raise ValueError(
+            f"measured_spread: {page!r} was not measured; pages: {', '.join(data['pages'])}"
+            " (python benchmarks/isa_spread.py --pages PAGE measures one)"
+        )
+    rows = []
+    for name, run in data["pages"][page].items():
+        missing = [k for k in keys if k not in run["glue"]]
+        if missing:
+            raise ValueError(
+                f"measured_spread: {page} run {name} glued no {missing}; measure the page again"
+                " (python benchmarks/isa_spread.py --pages PAGE)"
+            )
+        row = {
+            "run": name,
+            "cpu": run["capability"],
+            "seed_offset": data["runs"][name]["seed_offset"],
+        }
+        for k in keys:
+            row[k] = ast.literal_eval(run["glue"][k]["text/plain"])
+        rows.append(row)
+    return rows
