@@ -3,6 +3,7 @@
     python benchmarks/isa_spread.py                           # every page of PAGES, every run
     python benchmarks/isa_spread.py --pages book/14_translation --runs avx2,seed+1
     python benchmarks/isa_spread.py --jobs 2                  # two runs at a time
+    python benchmarks/isa_spread.py --observed other/notebooks/site.json --label "..."
 
 PyTorch's CPU kernels take a different path per instruction set (ATen's vectorised kernels,
 oneDNN's), so float32 arithmetic differs in the last bit from one CPU to the next, and a
@@ -24,7 +25,9 @@ The results go to ``course_lib/results/isa_spread.json`` (a page measured again 
 runs; while the runs go on, to ``isa_spread.partial.json``, since the chapters read the results
 file): per page and run, the capability torch reported, the seconds, and every glued value.
 ``tools/spread.py`` derives from it what may differ between two machines' builds and by how
-much (the tolerances the tests use); the chapters may quote it.
+much (the tolerances the tests use); the chapters may quote it. ``--observed`` adds a real
+machine's published numbers (a ``site.json`` built elsewhere) under ``observed``: not used for
+the tolerances, but checked against them (``tests/test_spread.py``).
 """
 
 from __future__ import annotations
@@ -143,6 +146,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--runs", default=",".join(RUNS), help="comma-separated run names")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--observed",
+        type=Path,
+        metavar="SITE_JSON",
+        help="record another real machine's build (its site.json) beside the runs, to check"
+        " the tolerances against; nothing is run",
+    )
+    ap.add_argument("--label", default="", help="what machine --observed's build came from")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--seed-offset", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -151,6 +162,14 @@ def main(argv: list[str] | None = None) -> dict:
         sys.stdout.flush()
         print(json.dumps(out, ensure_ascii=False))
         return out
+    if args.observed:
+        data = json.loads(args.out.read_text())
+        site = json.loads(args.observed.read_text())
+        data.setdefault("observed", {})[args.label or str(args.observed)] = {
+            page: site["pages"][page]["glue"] for page in data["pages"] if page in site["pages"]
+        }
+        write_json(data, args.out)
+        return data
     pages = [p.strip() for p in args.pages.split(",") if p.strip()]
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     unknown = [r for r in runs if r not in RUNS] + [

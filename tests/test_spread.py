@@ -98,7 +98,11 @@ def _synthetic(tmp_path, runs: dict[str, dict[str, str]]):
         "runs": {name: {"env": {}, "seed_offset": 0} for name in runs},
         "pages": {
             "book/x": {
-                name: {"capability": "X", "seconds": 1, "glue": {k: {"text/plain": t} for k, t in g.items()}}
+                name: {
+                    "capability": "X",
+                    "seconds": 1,
+                    "glue": {k: {"text/plain": t} for k, t in g.items()},
+                }
                 for name, g in runs.items()
             }
         },
@@ -164,3 +168,33 @@ def test_the_published_numbers_are_one_of_the_machines_the_tolerances_allow():
 def test_tolerance_allows_reads_numbers_not_text():
     tol = Tolerance("book/x", "v", "number", {"a": "'1.0'", "b": "'2.0'"}, 1.0, 2.0)
     assert tol.allows("'1.0'", f"'{1.0 + MARGIN}'") and not tol.allows("'1.0'", "'one'")
+
+
+def test_the_tolerances_cover_the_real_machines_on_record():
+    """The measurement simulates CPUs; ``observed`` holds builds of real other machines (their
+    published site.json). Every measured number such a machine glued lies within the
+    tolerance of the measured range, and every exact value it glued is the measured one,
+    where its page still computes that value the same way (same key, and the page measured)."""
+    off = []
+    for label, pages in DATA.get("observed", {}).items():
+        for page, glue in pages.items():
+            for key, entry in glue.items():
+                runs = DATA["pages"].get(page, {})
+                if not runs or any(key not in r["glue"] for r in runs.values()):
+                    continue
+                if key in reader.MEASURED.get(page, ()):
+                    continue
+                text = spread.glue_text(entry)
+                tol = tolerances().get((page, key))
+                if tol is None:
+                    measured = spread.glue_text(next(iter(runs.values()))["glue"][key])
+                    if text != measured:
+                        off.append(f"[{label}] {page}: exact {key} {text}, measured {measured}")
+                elif tol.kind == "number":
+                    low, high = spread.measured_range(page, key)
+                    value = parse_number(text)
+                    if value is None or not low <= value <= high:
+                        off.append(
+                            f"[{label}] {page}: {key} {text} outside [{low:.6g}, {high:.6g}]"
+                        )
+    assert not off, "\n".join(off)

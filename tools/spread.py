@@ -48,6 +48,7 @@ __all__ = [
     "tolerances",
     "measured_pages",
     "cpu_pages",
+    "measured_range",
     "cpu_environment",
     "CPU_VARIABLES",
     "parse_number",
@@ -241,6 +242,20 @@ def glue_differences(
                     f"than its tolerance {tol.describe()}"
                 )
     return problems, within
+
+
+def measured_range(page: str, key: str, root: Path = ROOT) -> tuple[float, float]:
+    """The interval a machine's value of a measured number may fall in: the measured range
+    widened by its tolerance on both sides; an exact number's interval is the number itself.
+    For tests that recompute a page's value outside the page."""
+    runs = load_spread(root)["pages"][page]
+    texts = [glue_text(run["glue"][key]) for run in runs.values()]
+    numbers = [parse_number(t) for t in texts]
+    if any(n is None for n in numbers):
+        raise ValueError(f"{page}: glued {key} is not a number in every run: {texts}")
+    tol = tolerances(root).get((page, key))
+    slack = tol.tolerance if tol is not None and tol.tolerance is not None else 0.0
+    return min(numbers) - slack, max(numbers) + slack
 
 
 def cpu_pages(root: Path = ROOT) -> list[str]:

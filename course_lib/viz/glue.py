@@ -24,7 +24,7 @@ try:  # myst-nb is a build dependency, not a runtime one
 except ImportError:  # pragma: no cover - exercised by the fresh-Colab test
     _myst_glue = None
 
-__all__ = ["glue", "sci", "table_column", "measured_spread"]
+__all__ = ["glue", "sci", "table_column", "shown_difference", "measured_spread"]
 
 _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 
@@ -52,6 +52,17 @@ def sci(x: float, digits: int = 1) -> str:
     if -1 <= power <= 2:
         return f"{x:.{max(digits - power, 0)}f}".replace("-", "−")
     return _power_of_ten(mantissa, power)
+
+
+def shown_difference(a: float, b: float, decimals: int) -> str:
+    """``a - b`` as a reader computes it from the two numbers the prose shows with ``decimals``
+    decimals: 74.53 and 73.24, shown as "74.5" and "73.2", are "1.3" apart (not the 1.29
+    that would print as "1.3" here, or as "1.2" from 74.46 and 73.24). Glue a difference
+    beside the numbers it compares with this, so the sentence adds up."""
+    if decimals < 0:
+        raise ValueError(f"shown_difference: decimals={decimals}; give 0 or more.")
+    shown = float(f"{a:.{decimals}f}") - float(f"{b:.{decimals}f}")
+    return f"{round(shown, decimals) + 0.0:.{decimals}f}"  # + 0.0: no "-0.0"
 
 
 def _power_of_ten(mantissa: str, power: int) -> str:
