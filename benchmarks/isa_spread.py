@@ -154,6 +154,12 @@ def main(argv: list[str] | None = None) -> dict:
         " the tolerances against; nothing is run",
     )
     ap.add_argument("--label", default="", help="what machine --observed's build came from")
+    ap.add_argument(
+        "--skip",
+        default="",
+        help="with --observed: glued names the pages have computed differently since that"
+        " build (comma-separated), left out of the record",
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--seed-offset", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -165,8 +171,11 @@ def main(argv: list[str] | None = None) -> dict:
     if args.observed:
         data = json.loads(args.out.read_text())
         site = json.loads(args.observed.read_text())
+        skip = {k.strip() for k in args.skip.split(",") if k.strip()}
         data.setdefault("observed", {})[args.label or str(args.observed)] = {
-            page: site["pages"][page]["glue"] for page in data["pages"] if page in site["pages"]
+            page: {k: v for k, v in site["pages"][page]["glue"].items() if k not in skip}
+            for page in data["pages"]
+            if page in site["pages"]
         }
         write_json(data, args.out)
         return data

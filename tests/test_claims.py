@@ -164,9 +164,15 @@ NOT_A_CLAIM: dict[str, str] = {}
 def _sentences(md: str) -> list[str]:
     """The prose of a MyST page (code cells and their options removed; figure captions and
     alt texts kept), one sentence at a time, whitespace normalised."""
-    prose = re.sub(r"```\{code-cell\}[^\n]*\n(---\n.*?\n---\n)?.*?```", r"\1", md, flags=re.S)
-    text = normalise(prose)
-    return [s for s in re.split(r"(?<=[.;:!?])\s+(?=[A-Z*({])", text) if s]
+    prose = re.sub(
+        r"```\{code-cell\}[^\n]*\n(---\n.*?\n---\n)?.*?```", r"\n\n\1\n\n", md, flags=re.S
+    )
+    return [
+        s
+        for paragraph in re.split(r"\n\s*\n", prose)
+        for s in re.split(r"(?<=[.;:!?])\s+(?=[A-Z*({])", normalise(paragraph))
+        if s
+    ]
 
 
 def _measured_keys(page: str) -> set[str]:

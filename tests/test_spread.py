@@ -58,8 +58,10 @@ def test_the_runs_simulate_the_cpus_they_name():
         )
 
 
-def test_every_measured_page_is_a_measurement_page_of_the_script():
+def test_every_measured_page_is_a_measurement_page_of_the_script(monkeypatch):
     import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # the script imports _common
 
     spec = importlib.util.spec_from_file_location(
         "isa_spread", ROOT / "benchmarks" / "isa_spread.py"
@@ -92,10 +94,12 @@ def test_parse_number(text, number):
     assert parse_number(text) == (pytest.approx(number) if number is not None else None)
 
 
-def _synthetic(tmp_path, runs: dict[str, dict[str, str]]):
-    """A measurement of one page, ``book/x``, with these texts per run."""
+def _synthetic(tmp_path, runs: dict[str, dict[str, str]], seeds: dict[str, int] | None = None):
+    """A measurement of one page, ``book/x``, with these texts per run (``seeds``: the runs
+    on other seeds, by their offset; the rest are simulated CPUs)."""
+    seeds = seeds or {}
     data = {
-        "runs": {name: {"env": {}, "seed_offset": 0} for name in runs},
+        "runs": {name: {"env": {}, "seed_offset": seeds.get(name, 0)} for name in runs},
         "pages": {
             "book/x": {
                 name: {
@@ -116,22 +120,27 @@ def test_tolerances_are_margin_times_the_measured_range(tmp_path):
     root = _synthetic(
         tmp_path,
         {
-            "a": {"n": "3", "loss": "'1.20'", "word": "'two'", "both": "'1.0'"},
-            "b": {"n": "3", "loss": "'1.25'", "word": "'and'", "both": "'1.0'"},
-            "c": {"n": "3", "loss": "'1.22'", "word": "'two'", "both": "'1.0'"},
+            "a": {"n": "3", "loss": "'1.20'", "word": "'two'", "both": "'1.0'", "init": "'4.4'"},
+            "b": {"n": "3", "loss": "'1.22'", "word": "'and'", "both": "'1.0'", "init": "'4.4'"},
+            "seed": {"n": "3", "loss": "'1.25'", "word": "'two'", "both": "'1.0'", "init": "'4.3'"},
         },
+        seeds={"seed": 1},
     )
     table = tolerances(root)
-    assert set(table) == {("book/x", "loss"), ("book/x", "word")}, "n and both are exact"
+    assert set(table) == {("book/x", "loss"), ("book/x", "word")}, (
+        "n and both are the same everywhere; init differs only between seeds: exact"
+    )
     loss = table["book/x", "loss"]
-    assert loss.kind == "number" and loss.tolerance == pytest.approx(MARGIN * 0.05)
+    assert loss.kind == "number" and loss.tolerance == pytest.approx(MARGIN * 0.05), (
+        "the tolerance spans the seed's run too"
+    )
     assert table["book/x", "word"].kind == "phrase"
 
     def judge(published: dict, built: dict):
         wrap = lambda g: {"book/x": {k: {"text/plain": t} for k, t in g.items()}}  # noqa: E731
         return glue_differences(wrap(published), wrap(built), root=root)
 
-    base = {"n": "3", "loss": "'1.20'", "word": "'two'", "both": "'1.0'"}
+    base = {"n": "3", "loss": "'1.20'", "word": "'two'", "both": "'1.0'", "init": "'4.4'"}
     assert judge(base, base) == ([], [])
     problems, within = judge(base, {**base, "loss": "'1.30'", "word": "'hundred'"})
     assert problems == [] and len(within) == 2, "within 3 × 0.05, and a phrase"

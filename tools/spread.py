@@ -10,11 +10,12 @@ A build glues two kinds of value into the prose:
   differs between CPUs and training amplifies it. ``benchmarks/isa_spread.py`` runs every
   page of its ``PAGES`` under simulated CPUs (ATen's AVX-512, AVX2 and scalar kernels, oneDNN
   limited to AVX2) and other seeds, and writes every glued value of every run to
-  ``course_lib/results/isa_spread.json``. A value whose text differs between those runs is
-  measured:
+  ``course_lib/results/isa_spread.json``. A value whose text differs between the simulated
+  CPUs is measured (one that differs only between seeds, such as an untrained model's loss,
+  is the same on every CPU: exact):
 
   - a **number** may differ from another machine's by ``MARGIN`` times the range it spanned
-    over the runs (its tolerance, :func:`tolerances`);
+    over all the runs, seeds included (its tolerance, :func:`tolerances`);
   - a **phrase** (which variant won, which kind of error is commonest, "none" or "2 of 40")
     may read differently: the chapter computes it from its own numbers, and
     ``tools/claims.py`` checks that every such sentence agrees with the numbers beside it.
@@ -140,11 +141,6 @@ def load_spread(root: Path = ROOT) -> dict:
     return _load(str(path))
 
 
-def measured_pages(root: Path = ROOT) -> list[str]:
-    """The pages the measurement ran (the pages that train or sample in float32)."""
-    return sorted(load_spread(root)["pages"])
-
-
 def glue_text(entry: dict) -> str:
     """What a glued value shows: its Markdown or LaTeX where it has one, else its plain text."""
     for mime in ("text/markdown", "text/latex", "text/plain"):
@@ -174,12 +170,19 @@ def parse_number(text: str) -> float | None:
 
 
 def tolerances(root: Path = ROOT) -> dict[tuple[str, str], Tolerance]:
-    """Every measured value of the measurement: (page, key) -> its Tolerance. A value with the
-    same text in every run is exact and not listed."""
+    """Every measured value of the measurement: (page, key) -> its Tolerance.
+
+    Measured means the CPU changes it: its text differs between the runs on the page's own
+    seeds (the simulated instruction sets). Its tolerance spans every run, the other seeds'
+    too: a seed moves a run further than an instruction set does, and stands for the CPUs this
+    machine cannot simulate. A value that differs only between seeds (an untrained model's
+    loss, a random draw) is the same on every CPU, so exact, and not listed."""
     from .reader import MEASURED as timings
 
+    data = load_spread(root)
+    cpu_runs = {name for name, run in data["runs"].items() if run["seed_offset"] == 0}
     out: dict[tuple[str, str], Tolerance] = {}
-    for page, runs in load_spread(root)["pages"].items():
+    for page, runs in data["pages"].items():
         keys = sorted({k for run in runs.values() for k in run["glue"]})
         for key in keys:
             values = {
@@ -187,7 +190,8 @@ def tolerances(root: Path = ROOT) -> dict[tuple[str, str], Tolerance]:
                 for name, run in runs.items()
                 if key in run["glue"]
             }
-            if len(set(values.values())) == 1 and len(values) == len(runs):
+            on_cpus = {v for name, v in values.items() if name in cpu_runs}
+            if len(on_cpus) == 1 and len(values) == len(runs):
                 continue
             numbers = [parse_number(v) for v in values.values()]
             if key in timings.get(page, ()):
@@ -258,7 +262,12 @@ def measured_range(page: str, key: str, root: Path = ROOT) -> tuple[float, float
     return min(numbers) - slack, max(numbers) + slack
 
 
+def measured_pages(root: Path = ROOT) -> list[str]:
+    """The pages the measurement ran (they train, or sample from a trained model): the pages
+    a build on another CPU executes again (tests/conftest.py's AVX2 build)."""
+    return sorted(load_spread(root)["pages"])
+
+
 def cpu_pages(root: Path = ROOT) -> list[str]:
-    """The pages with at least one measured value: the pages a build on another CPU must
-    execute again to be judged (tests/conftest.py's AVX2 build)."""
+    """The pages with at least one value the CPU changes (a measured value)."""
     return sorted({page for (page, _), t in tolerances(root).items() if t.kind != "timing"})
