@@ -4,6 +4,8 @@
     (about 30 min on 2 cores)
     python benchmarks/grading_batch.py --n 12 --modes sandbox   # a quick smoke run
     python benchmarks/grading_batch.py --n 40 --modes sandbox --baseline 218c10a  # before/after
+    python benchmarks/grading_batch.py --n 40 --modes sandbox --baseline 3ed539b --repeat 3
+    (interleaved: baseline, this tree, baseline, ...; medians at the end)
 
 Generates ``--n`` submissions of the exercise notebooks 01-08 (by default), a fixed mix: correct
 (the solution), known-wrong answers, untouched stubs, crashing answers (os._exit, an exception,
@@ -11,7 +13,10 @@ sys.exit, a memory bomb, an infinite loop), hostile answers (deleting a canary f
 grading folder, a fork bomb, reading another submission, filling the scratch disk, killing the
 parent process, opening a network connection) and an unreadable file. Then grades the folder
 with ``python -m course_lib.grading.grade --batch`` once per mode and prints one table: wall
-time, submissions per minute, per-notebook grading time (from the reports' ``seconds``; all
+time, submissions per minute, CPU seconds per submission (user + system of the grader and of
+every process under it, this script reaping the orphans: the sandboxes and the checker server;
+not the checkers, which the server leaves to the kernel to reap), per-notebook grading time
+(from the reports' ``seconds``; all
 submissions, and the correct ones only), statuses, and the two invariants: exactly one
 gradebook row per submission, and the canary file outside untouched (the latter is expected to
 fail unsandboxed: that is what the sandbox is for). ``--json PATH`` also writes the numbers.
@@ -24,6 +29,7 @@ import csv
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -113,6 +119,26 @@ def make_class(folder: Path, n: int, stems: list[str], canary: Path) -> Counter:
     return kinds
 
 
+def _subreaper() -> None:
+    """Make this process the reaper of its orphaned descendants (Linux), so that the CPU time
+    of a sandbox's processes killed with it (not waited for by the grader) is counted here."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _reap_orphans(wait_s: float = 30.0) -> None:
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.1)
+
+
 def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path = ROOT) -> dict:
     """One ``--batch`` run of the grader in ``tree`` (this checkout, or a baseline's worktree)."""
     canary.write_text("canary\n")
@@ -133,9 +159,13 @@ def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path 
     if mode == "unsandboxed":
         cmd.append("--unsafe-no-sandbox")
     load0 = os.getloadavg()[0]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
     wall = time.monotonic() - t0
+    _reap_orphans()  # the sandboxes' processes the grader killed rather than waited for
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     rows = (
         list(csv.DictReader(open(out / "gradebook.csv")))
         if (out / "gradebook.csv").exists()
@@ -150,6 +180,8 @@ def run_mode(mode: str, folder: Path, out: Path, canary: Path, args, tree: Path 
         "exit_code": proc.returncode,
         "wall_s": round(wall, 1),
         "per_minute": round(60 * len(subs) / wall, 2),
+        "cpu_s": round(cpu, 1),
+        "cpu_s_per_submission": round(cpu / max(1, len(subs)), 2),
         "per_notebook_mean_s": round(statistics.mean(secs), 1) if secs else None,
         "per_notebook_median_s": round(statistics.median(secs), 1) if secs else None,
         "correct_notebook_median_s": round(statistics.median(correct), 1) if correct else None,
@@ -176,12 +208,20 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="parallel gradings (default: cores)")
     ap.add_argument("--json", metavar="PATH", help="also write the results here")
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the baseline and each mode this many times, alternating (on a shared, "
+        "loaded machine: compare medians of interleaved runs)",
+    )
+    ap.add_argument(
         "--baseline",
         metavar="REV",
         help="also grade the same class with the grader of git "
         "revision REV (a temporary worktree), sandboxed, first: before/after side by side",
     )
     args = ap.parse_args(argv)
+    _subreaper()
     prefixes = args.stems.split(",")
     stems = sorted(p.stem for p in SOLUTIONS.glob("*.ipynb") if p.stem.split("_")[0] in prefixes)
     base = Path(tempfile.mkdtemp(prefix="grading-batch-"))
@@ -203,8 +243,9 @@ def main(argv=None) -> int:
             check=True,
         )
         runs.insert(0, (f"sandbox@{args.baseline}", tree))
-    for mode, tree in runs:
-        res = run_mode(mode.split("@")[0], folder, base / f"grades-{mode}", canary, args, tree)
+    for k, (mode, tree) in enumerate(runs * args.repeat):
+        out = base / f"grades-{k}"
+        res = run_mode(mode.split("@")[0], folder, out, canary, args, tree)
         res["mode"] = mode
         results.append(res)
         print(
@@ -220,6 +261,7 @@ def main(argv=None) -> int:
         "mode",
         "wall s",
         "subs/min",
+        "CPU s/sub",
         "s/notebook mean",
         "median",
         "correct median",
@@ -237,6 +279,7 @@ def main(argv=None) -> int:
                     r["mode"],
                     r["wall_s"],
                     r["per_minute"],
+                    r["cpu_s_per_submission"],
                     r["per_notebook_mean_s"],
                     r["per_notebook_median_s"],
                     r["correct_notebook_median_s"],
@@ -247,6 +290,15 @@ def main(argv=None) -> int:
                 )
             )
         )
+    if args.repeat > 1:
+        print("\nmedians over the interleaved runs:")
+        for mode, _ in runs:
+            mine = [r for r in results if r["mode"] == mode]
+            print(
+                f"  {mode}: {statistics.median(r['per_minute'] for r in mine):.2f} "
+                f"submissions/min, {statistics.median(r['cpu_s_per_submission'] for r in mine)} "
+                "CPU s per submission"
+            )
     if args.baseline:
         subprocess.run(["git", "worktree", "remove", "--force", str(base / "baseline")], cwd=ROOT)
     if args.json:

@@ -117,8 +117,11 @@ class TopKRouter(nn.Module):
     """Scores each token against ``n_expert`` experts and keeps the k best.
 
     ``forward(x)``: x (N, d) -> (weights (N, k), experts (N, k) int64, probs (N, n_expert)).
-    ``probs`` is the softmax over all experts (the balance loss needs it); ``weights`` are the
-    k kept probabilities renormalised to sum to 1 per token.
+    ``probs`` is the softmax over all experts (the balance loss needs it). ``weights`` are the
+    kept probabilities: as they are for k = 1 (the Switch Transformer's gate, Fedus et al.
+    2021), renormalised to sum to 1 per token for k >= 2 (as Mixtral). Renormalising a single
+    weight would give p / p = 1, a constant: the language-model loss would then send the router
+    no gradient at all, and only the balance loss would train it.
     """
 
     def __init__(self, d_model: int, n_expert: int, k: int):
@@ -133,7 +136,8 @@ class TopKRouter(nn.Module):
     def forward(self, x: torch.Tensor):
         probs = self.w(x).softmax(dim=-1)  # (N, n_expert)
         weights, experts = probs.topk(self.k, dim=-1)  # (N, k), (N, k)
-        weights = weights / weights.sum(dim=-1, keepdim=True)  # (N, k): sums to 1
+        if self.k > 1:  # k = 1 keeps p itself: p / p = 1 would cut the router's gradient
+            weights = weights / weights.sum(dim=-1, keepdim=True)  # (N, k): sums to 1
         return weights, experts, probs
 
 

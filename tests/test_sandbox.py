@@ -24,6 +24,7 @@ import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
+from hostile_support import NETWORK, NEW_PROCESSES, SIGNALS, TRACE, unseen
 
 from course_lib.grading import grade as grading
 from course_lib.grading import guard
@@ -52,6 +53,9 @@ def test_bwrap_command_isolates_and_binds_only_read_only():
     assert cmd[0] == "/usr/bin/bwrap" and cmd[-3:] == ["python", "-m", "pytest"] and cmd[-4] == "--"
     for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
         assert flag in cmd
+    # the sandbox's first process is the command itself (no bwrap init inside: it would be
+    # a dumpable process every child could open through /proc)
+    assert "--as-pid-1" in cmd
     assert cmd[cmd.index("--cap-drop") + 1] == "ALL"
     # every host path is bound read-only; nothing of the host is writable
     assert "--bind" not in cmd and "--dev-bind" not in cmd
@@ -86,6 +90,8 @@ def test_a_clone_under_tmp_gets_a_tmpfs_at_tmp_before_its_binds():
     tmpfs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--tmpfs"]
     assert tmpfs == ["/tmp", sandboxing.SCRATCH]
     assert cmd.index("--tmpfs") < cmd.index("/tmp/clone/.venv")  # mounted first, then bound into
+    ro = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--remount-ro"]
+    assert ro == ["/dev", "/", "/tmp"]  # the folders bwrap made there (on sys.path): read-only
     assert not any(a == "--symlink" and cmd[i + 2] == "/tmp" for i, a in enumerate(cmd))
 
 
@@ -106,6 +112,7 @@ def test_inner_environment_is_small_and_points_into_the_scratch_folder():
         sandboxing.SCRATCH
     )
     assert env["OMP_NUM_THREADS"] == "2"
+    assert env["PYTHONSAFEPATH"] == "1"  # the working folder (writable scratch) is not on sys.path
     import course_lib  # the kernel imports the very course_lib the grader runs (bound read-only)
 
     assert Path(env["PYTHONPATH"]) / "course_lib" == Path(course_lib.__file__).resolve().parent
@@ -113,6 +120,33 @@ def test_inner_environment_is_small_and_points_into_the_scratch_folder():
         k in env
         for k in ("COURSE_LIB_SOURCE", "PYTEST_ADDOPTS", "SSH_AUTH_SOCK", "AWS_ACCESS_KEY_ID")
     )
+
+
+@needs_bwrap
+def test_nothing_writable_is_on_sys_path_inside_the_sandbox():
+    """A file the student's code writes can never be imported in place of a module: every
+    sys.path entry in the sandbox is read-only, and the working folder (the writable scratch)
+    is not on it (PYTHONSAFEPATH)."""
+    code = (
+        "import json, os, sys, uuid\nout = {'cwd': os.getcwd(), 'path': sys.path, 'writable': []}\n"
+        "for p in sys.path:\n"
+        "    d = p or os.getcwd()\n"
+        "    if os.path.isdir(d):\n"
+        "        try:\n"
+        "            f = os.path.join(d, uuid.uuid4().hex + '.py')\n"
+        "            open(f, 'w').close(); os.remove(f); out['writable'].append(d)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print(json.dumps(out))\n"
+    )
+    sb, _ = sandboxing.probe()
+    cmd = sandboxing.command(sb, [sys.executable, "-c", code], {}, sandboxing.inner_env(1))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["cwd"] == sandboxing.SCRATCH
+    assert got["writable"] == [], got
+    assert "" not in got["path"] and sandboxing.SCRATCH not in got["path"], got["path"]
 
 
 # --------------------------------------------------------------------------- the guard
@@ -202,8 +236,8 @@ def test_guard_off_by_default_and_only_while_the_student_runs(forbid, capsys):
 def test_lockdown_blocks_new_processes_but_not_threads():
     code = (
         "import os, subprocess, threading\n"
-        "from course_lib.grading.lockdown import no_new_processes\n"
-        "assert no_new_processes()\n"
+        "from course_lib.grading.lockdown import confine\n"
+        "assert confine()\n"
         "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
         "for f in (os.fork, lambda: subprocess.run(['true']), lambda: os.posix_spawn('/bin/true', "
         "['true'], {})):\n"
@@ -214,8 +248,8 @@ def test_lockdown_blocks_new_processes_but_not_threads():
     )
     from course_lib.grading.lockdown import supported
 
-    if not supported():
-        pytest.skip("the seccomp lock-down is for Linux x86-64 and arm64")
+    if not supported()[0]:
+        pytest.skip(f"no seccomp allow-list here: {supported()[1]}")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["refused"] * 3
@@ -239,8 +273,8 @@ def test_confine_stops_signals_and_tracing_of_other_processes():
     can still signal itself (Python and glibc do)."""
     from course_lib.grading.lockdown import supported
 
-    if not supported():
-        pytest.skip("the seccomp lock-down is for Linux x86-64 and arm64")
+    if not supported()[0]:
+        pytest.skip(f"no seccomp allow-list here: {supported()[1]}")
     code = (
         "import os, signal, threading\n"
         "from course_lib.grading.lockdown import confine\n"
@@ -311,6 +345,12 @@ def _attack(stem, name, attack: str) -> dict:
     }
 
 
+def _unseen_attack(stem, name, attack: str) -> dict:
+    """Like ``_attack``, with the attack run unseen by the answer lint (``hostile_support``)."""
+    code = unseen(attack) + _answer(stem, name)
+    return {"code": code + f"\nif _got_through:\n    {name} = None\n"}
+
+
 def _sub(stem, **answers):
     sol = nbformat.read(SOLUTIONS / f"{stem}.ipynb", as_version=4)
     choose = {ex.name: "solution" for ex in load_spec(sol, stem).exercises}
@@ -375,22 +415,13 @@ def hostile(tmp_path_factory):
                     f'_fd = {OPEN}("{folder}/files.ipynb", os.O_RDONLY)\n'
                     '_got_through = len(os.read(_fd, 100)) > 0',
                 ),
-                PATH: _attack(
-                    s1,
-                    PATH,
-                    '_s = getattr(sys, "mod" + "ules")["socket"].create_connection('
-                    f'("127.0.0.1", {port}), timeout=2)\n_got_through = True',
-                ),
-                RNN: _attack(
-                    s1,
-                    RNN,
-                    '_n = 0\nfor _i in range(200):\n'
-                    '    if getattr(os, "fo" + "rk")() == 0:\n        os._exit(0)\n'
-                    '    _n += 1\n_got_through = _n > 0',
-                ),
-                ATT: _attack(
-                    s1, ATT, "os.kill(os.getppid(), 9)\nos.kill(1, 9)\n_got_through = True"
-                ),
+                # every socket family, and a connection to a server on the grading machine
+                PATH: _unseen_attack(s1, PATH, NETWORK.replace("PORT", str(port))),
+                # every native route to a new process: fork, posix_spawn, subprocess, system,
+                # clone, exec (int 0x80 and x32: tests/test_lockdown.py, test_isolation.py)
+                RNN: _unseen_attack(s1, RNN, NEW_PROCESSES),
+                # every signal route to every other visible process, ptrace, process_vm_readv
+                ATT: _unseen_attack(s1, ATT, SIGNALS + TRACE),
             },
         ),
         "disk_and_routes": _sub(
@@ -502,9 +533,11 @@ def test_nothing_outside_the_scratch_folder_changes(hostile):
 @needs_bwrap
 @pytest.mark.slow
 def test_no_other_submissions_no_network_no_processes(hostile):
+    """Each class by every route: another submission's file; every socket family and a
+    connection; every native route to a new process; every signal route to every process the
+    child can see, ptrace and process_vm_readv. All refused: full points everywhere."""
     rep = hostile["reports"]["neighbours"]
     assert hostile["connections"] == []
-    # killing the parent (the zygote) or the sandbox's init is refused: full points everywhere
     _full(rep, SEQ, PATH, RNN, ATT)
 
 

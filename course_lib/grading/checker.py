@@ -11,7 +11,9 @@ the course, and says so).
 ``Checker`` is the grader's handle: a process forked from a small server that has imported
 torch once (``_Server``, started once per grader process), fed one message per exercise as the
 student's process finishes it, so that judging overlaps with the student's run. Its verdicts
-are returned to the grader over the same connection.
+are returned to the grader over the same connection. The server (and so each checker) is
+non-dumpable, and neither side of a connection waits for the other without a deadline (socket
+timeouts: ``wait_s``).
 """
 
 from __future__ import annotations
@@ -136,6 +138,7 @@ class _Server:
         import sys
 
         self.sock, theirs = socket.socketpair()
+        self.sock.settimeout(60.0)  # handing over a socket never waits for good
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "course_lib.grading.checker", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
@@ -156,14 +159,33 @@ class _Server:
 
 
 _server: _Server | None = None
+_PLAN_WAIT = 60.0  # seconds a forked checker waits for its plan
+
+
+def _set_timeouts(fd: int, seconds: float | None) -> None:
+    """No wait without a deadline: each read or write on the socket ``fd`` fails (OSError)
+    after ``seconds`` instead of blocking for good."""
+    import struct
+
+    secs = float(seconds or 600.0)
+    tv = struct.pack("ll", int(secs), int((secs % 1) * 1e6))
+    sock = socket.socket(fileno=os.dup(fd))  # the options belong to the socket, not the fd
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    finally:
+        sock.close()
 
 
 def _serve_forks(control_fd: int) -> None:
     """The server's loop: one forked checker per socket received, until the grader goes."""
     import signal
 
+    from .lockdown import not_dumpable
     from .student import _warm_up
 
+    not_dumpable()  # trusted: its memory and descriptors closed to other processes (and its
+    # checkers', which inherit the flag)
     torch.set_num_threads(1)  # no OpenMP threads before fork (a forked child would deadlock)
     _warm_up()  # an optimizer's first step imports ~800 modules: once here, not per checker
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
@@ -177,10 +199,12 @@ def _serve_forks(control_fd: int) -> None:
             return  # the grader closed its end
         if os.fork() == 0:
             control.close()
-            conn = Connection(fds[0])
             code = 0
             try:
+                _set_timeouts(fds[0], _PLAN_WAIT)
+                conn = Connection(fds[0])
                 plan = conn.recv()
+                _set_timeouts(fds[0], plan.get("wait_s"))
                 serve(conn, plan)
             except BaseException:  # noqa: BLE001 - the grader sees the closed pipe
                 code = 1
@@ -193,13 +217,16 @@ class Checker:
     """The grader's handle on one checker process (forked by the server, started once per
     grader process)."""
 
-    def __init__(self, plan: dict) -> None:
+    def __init__(self, plan: dict, wait_s: float = 600.0) -> None:
+        """``wait_s``: the longest either side waits for one message of the other (the
+        longest stretch of a grading without an exercise's outcome, with a margin)."""
         global _server
         with _server_lock:
             if _server is None or not _server.alive():
                 _server = _Server()
             self.conn = _server.open()
-        self.conn.send(plan)
+        _set_timeouts(self.conn.fileno(), wait_s)
+        self.conn.send({**plan, "wait_s": wait_s})
 
     def send(self, msg: dict | None) -> None:
         try:

@@ -90,7 +90,7 @@ def exercise_result(
             "crashed: your code ended its process while this exercise ran (os._exit, a crash such "
             "as a segfault, "
             f"or more memory than the {memory_mb} MB limit); the other exercises were graded in "
-            "their own processes"
+            "their own processes" + (f" ({run.why})" if run.why else "")
         )
         result.fail_all(ex, "crashed")
     else:

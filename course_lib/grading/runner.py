@@ -1,16 +1,27 @@
 """Running one grading: the student's process and the checker, side by side.
 
-- the **student's process** (``student``): a zygote in the bubblewrap sandbox (``sandbox``)
-  where there is one, forking one fresh child per exercise that runs the student's answers and
-  records what the student's code returns, as plain data;
+- the **student's process** (``student``): a zygote in a bubblewrap sandbox of its own
+  (``sandbox``), one sandbox per submission, forking one fresh child per exercise that runs the
+  student's answers under the seccomp allow-list (``lockdown``) and records what the student's
+  code returns, as plain data;
 - the **checker** (``checker``): a trusted process that never runs student code; it runs the
   trusted cells and judges each outcome as the student's process reports it.
 
-``run_exercises`` starts both, passes each exercise's outcomes from the one to the other as
-they arrive (validated: the sandbox's output is untrusted), and restarts the student's process
-for the exercises still to run if it dies as a whole (a child cannot stop the zygote, see
-``lockdown.confine``, but the design does not depend on it). It returns what happened to each
-exercise and the checker's verdicts.
+``run_exercises`` starts both, hands the sandbox its plan (the only thing that goes in: the
+plan of one submission, read only inside that submission's sandbox) and passes each exercise's
+outcome from the one to the other as it arrives. The sandbox's messages are untrusted: each
+must carry this submission's token, in the order ``ready``, then ``start`` and the outcome of
+each exercise of the plan in turn, then ``done``; a message that is anything else stops the
+sandbox and fails this submission alone (``GraderError``: a row of its own in a batch). Every
+wait has a deadline (handing over the plan, each message, stopping the sandbox, the checker's
+socket). If the sandbox dies as a whole, the exercise it was running crashed and a fresh
+sandbox runs the exercises left.
+
+Sandboxes are started ahead of need (``_Spares``): in a batch, each grading, once its own
+sandbox is ready, also starts the sandbox of the next one, so that its start (Python and
+torch, about 1.5 s of CPU) overlaps with this grading. A spare has read no plan and is no
+one's until taken; every sandbox serves exactly one submission and is then stopped with all it
+held. ``run_exercises`` returns what happened to each exercise and the checker's verdicts.
 """
 
 from __future__ import annotations
@@ -19,10 +30,12 @@ import ast
 import atexit
 import json
 import os
-import select
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,14 +45,17 @@ from . import sandbox as sandboxing
 from .checker import Checker
 from .notebooks import GraderError
 from .spec import NotebookSpec, meta, parse, role
-from .student import FrameBuffer
-from .wire import one_line, write_frame
+from .split import student_cells
+from .student import PLAN_WAIT
+from .wire import FrameBuffer, WireError, one_line, write_frame_by
 
 __all__ = [
     "student_plan",
     "checker_plan",
     "student_names",
     "run_exercises",
+    "prefetch",
+    "close_spares",
     "ExerciseRun",
     "RunOutcome",
     "FILE_SIZE_MB",
@@ -47,6 +63,8 @@ __all__ = [
 
 FILE_SIZE_MB = 256  # largest file the student's code may write
 _STATUSES = ("graded", "timed out", "crashed")
+_SEND_WAIT = 180.0  # seconds for a sandbox to take its plan (it may still be importing torch)
+_STOP_WAIT = 10.0  # seconds for a killed sandbox to be gone
 _DEBUG = bool(os.environ.get("COURSE_GRADE_DEBUG"))  # timings of a grading's stages on stderr
 
 
@@ -114,10 +132,11 @@ def student_plan(
     memory_mb: int,
     threads: int | None,
 ) -> dict:
-    """What the student's process is sent: the cells in order (answers by exercise), each
+    """What the student's process is sent: the cells in order (answers by exercise; check
+    cells as their student programs, ``split``: no reference, predicate or hint in them), each
     exercise's answer code and stub, which exercises to run, and the limits."""
     return {
-        "cells": _cells(sol, ("setup", "answer", "check")),
+        "cells": student_cells(sol),
         "exercises": [
             {
                 "name": ex.name,
@@ -143,15 +162,18 @@ def checker_plan(sol) -> dict:
 # --------------------------------------------------------------------------- the student's process
 def _host_env(threads: int | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COURSE_LIB_SOURCE", "PYTEST_ADDOPTS")}
-    env.update(PYTHONHASHSEED="0", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1")
+    env.update(
+        PYTHONHASHSEED="0", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", PYTHONSAFEPATH="1"
+    )
     if threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     return env
 
 
-class _StudentProcess:
-    """One sandbox (or, unsandboxed, one process) serving submission after submission (see
-    ``student.serve``): started once, reused by one grading at a time."""
+class _Sandbox:
+    """One submission's student process: a fresh bubblewrap sandbox (unsandboxed: a fresh
+    process in a fresh temporary folder) with two fresh pipes, used for exactly one plan and
+    then stopped with everything in it."""
 
     def __init__(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> None:
         plan_r, plan_w = os.pipe()
@@ -163,14 +185,15 @@ class _StudentProcess:
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
             cwd = None
         else:
-            import tempfile
-
             self.workdir = tempfile.mkdtemp(prefix="course-grade-student-")
             cmd, env, cwd = (
                 argv,
                 {**_host_env(threads), "COURSE_SCRATCH": self.workdir},
                 self.workdir,
             )
+        # the zygote's stderr (a Python traceback if the trusted setup fails): a file, which
+        # never blocks it; the children's go to /dev/null
+        self.errors = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen(
                 cmd,
@@ -178,106 +201,195 @@ class _StudentProcess:
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
+                stderr=self.errors,
                 start_new_session=True,
                 pass_fds=(plan_r, out_w),
             )
+        except BaseException:
+            for fd in (plan_w, out_r):
+                os.close(fd)
+            raise
         finally:
             os.close(plan_r)
             os.close(out_w)
         self.plan_w, self.out_r = plan_w, out_r
         self.reader = FrameBuffer(out_r)
+        self.born = time.monotonic()
 
-    def submit(self, plan: dict) -> bool:
+    def alive(self) -> bool:
+        return self.proc.poll() is None and time.monotonic() - self.born < PLAN_WAIT - 60
+
+    def send(self, plan: dict, deadline: float) -> None:
+        """Hand the sandbox its one plan (OSError or TimeoutError if it does not take it)."""
         try:
-            write_frame(self.plan_w, plan)
-            return True
-        except OSError:
-            return False
+            write_frame_by(self.plan_w, plan, deadline)
+        finally:
+            os.close(self.plan_w)
+            self.plan_w = -1
 
     def frames(self, deadline: float):
-        """Yield this submission's messages until the sandbox says it is idle again (then
-        ``self.idle`` is True), it ends, or the deadline passes."""
-        self.idle = False
+        """Yield the sandbox's messages until it ends or the deadline passes (WireError for a
+        malformed one)."""
         while True:
-            for f in self.reader.frames():
-                if isinstance(f, dict) and f.get("idle"):
-                    self.idle = True
-                    return
-                yield f
-            if self.reader.eof:
+            got = self.reader.wait(deadline)
+            yield from got
+            if self.reader.eof or (not got and time.monotonic() >= deadline):
                 return
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            ready, _, _ = select.select([self.out_r], [], [], min(left, 1.0))
-            if ready:
-                self.reader.pump()
 
     def stop(self) -> str:
-        """Kill the whole sandbox (its process group) and return the end of its stderr."""
+        """Kill the sandbox (its process group: bwrap, and with its PID namespace everything
+        in it) and return the end of the zygote's stderr."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        err = b""
         try:
-            _, err = self.proc.communicate(timeout=10)
-        except (subprocess.TimeoutExpired, ValueError):
+            self.proc.wait(timeout=_STOP_WAIT)
+        except subprocess.TimeoutExpired:
             pass
         for fd in (self.plan_w, self.out_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.plan_w = self.out_r = -1
+        err = b""
+        try:
+            size = self.errors.seek(0, os.SEEK_END)
+            self.errors.seek(max(0, size - 3000))
+            err = self.errors.read()
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.errors.close()
         if self.workdir:
-            import shutil
-
             shutil.rmtree(self.workdir, ignore_errors=True)
-        return (err or b"").decode(errors="replace")[-3000:]
+        return err.decode(errors="replace")
 
 
-class _Pool:
-    """Idle sandboxes by (sandbox, threads): a grading takes one (or starts one) and gives it
-    back when the sandbox said it is idle again; a sandbox that misbehaved is stopped."""
+class _Spares:
+    """Sandboxes started ahead of need. Once a process has graded a submission (a batch, a
+    Dask worker), a grading that takes a sandbox also starts one for the grading after it, so
+    that the next sandbox's start (Python and torch: ~1.5 s of CPU) overlaps with this
+    grading; at most one spare per grading in progress (``prefetch`` forces it on or off). A
+    spare has read no plan: it is no one's until taken, and each sandbox serves one
+    submission."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.idle: dict[tuple, list[_StudentProcess]] = {}
+        self.ready: dict[tuple, list[_Sandbox]] = {}
+        self.active: dict[tuple, int] = {}
+        self.enabled: bool | None = None  # None: after the first grading of this process
+        self.taken = 0
         atexit.register(self.close)
 
-    def take(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> _StudentProcess:
+    def take(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> _Sandbox:
+        key = (sandbox, threads)
+        stale: list[_Sandbox] = []
+        box = None
         with self.lock:
-            free = self.idle.get((sandbox, threads), [])
-            while free:
-                proc = free.pop()
-                if proc.proc.poll() is None:
-                    return proc
-                proc.stop()
-        return _StudentProcess(sandbox, threads)
-
-    def give_back(self, proc: _StudentProcess, sandbox, threads, healthy: bool) -> str:
-        if healthy and proc.proc.poll() is None:
+            spares = self.ready.setdefault(key, [])
+            while spares and box is None:
+                cand = spares.pop(0)
+                if cand.alive():
+                    box = cand
+                else:
+                    stale.append(cand)
+            self.active[key] = self.active.get(key, 0) + 1
+            enabled = self.taken > 0 if self.enabled is None else self.enabled
+            want = enabled and len(spares) < self.active[key]
+            self.taken += 1
+        for s in stale:
+            s.stop()
+        if box is None:
+            box = _Sandbox(sandbox, threads)
+        if want:
+            spare = _Sandbox(sandbox, threads)
             with self.lock:
-                self.idle.setdefault((sandbox, threads), []).append(proc)
-            return ""
-        return proc.stop()
+                self.ready.setdefault(key, []).append(spare)
+        return box
+
+    def done(self, sandbox: sandboxing.Sandbox | None, threads: int | None) -> None:
+        with self.lock:
+            key = (sandbox, threads)
+            self.active[key] = max(0, self.active.get(key, 0) - 1)
 
     def close(self) -> None:
         with self.lock:
-            procs = [p for ps in self.idle.values() for p in ps]
-            self.idle.clear()
-        for p in procs:
-            p.stop()
+            boxes = [b for bs in self.ready.values() for b in bs]
+            self.ready.clear()
+        for b in boxes:
+            b.stop()
 
 
-_POOL = _Pool()
+_SPARES = _Spares()
+
+
+def prefetch(enabled: bool | None) -> None:
+    """Start each next sandbox ahead of need: True always, False never (and stop the spares),
+    None after this process's first grading (the default)."""
+    _SPARES.enabled = enabled
+    if enabled is False:
+        _SPARES.close()
+
+
+def close_spares() -> None:
+    """Stop the sandboxes started ahead (the end of a batch)."""
+    _SPARES.close()
 
 
 def _clean_errors(errors) -> list[str]:
     if not isinstance(errors, list):
         return []
     return [one_line(e) for e in errors[:20]]
+
+
+class _Expect:
+    """What the sandbox may send, in order: ``ready``; then for each exercise of the plan, in
+    the plan's order, ``start`` and its outcome (``exercise``); then ``done``; every message a
+    dict tagged with this submission's token (``sub``). Anything else sets ``unexpected``."""
+
+    def __init__(self, token: str, todo: list[str]) -> None:
+        self.token, self.todo = token, list(todo)
+        self.ready, self.done = False, False
+        self.current: str | None = None
+        self.finished: str | None = None  # the exercise whose outcome the last message was
+        self.next = 0
+        self.unexpected = ""
+
+    def take(self, f) -> None:
+        self.finished = None
+        if not isinstance(f, dict) or f.get("sub") != self.token:
+            self.unexpected = "a message not tagged with this submission"
+        elif f.keys() == {"sub", "ready", "seconds"} and not self.ready:
+            self.ready = True
+        elif f.keys() == {"sub", "start"} and self.ready and self.current is None:
+            if self.next < len(self.todo) and f["start"] == self.todo[self.next]:
+                self.current = f["start"]
+            else:
+                self.unexpected = "the start of an exercise it was not given, or out of order"
+        elif "exercise" in f and "start" not in f and self.current is not None:
+            if f["exercise"] != self.current:
+                self.unexpected = "the outcome of an exercise other than the one it started"
+            else:
+                self.finished, self.current = self.current, None
+                self.next += 1
+        elif f.keys() == {"sub", "done"} and self.current is None and self.next == len(self.todo):
+            self.done = True
+        else:
+            self.unexpected = "a message out of order or of an unknown kind"
+        if self.unexpected:
+            self.unexpected += f" ({one_line(json.dumps(f)[:120], 120)})"
+
+
+def _uses_optimizers(sol, answers: dict[str, list[str]]) -> bool:
+    """Whether the notebook's code names torch's optimizers (then the zygote pays their
+    first-call cost once, before forking; a child that needs them anyway says so, and the
+    zygote warms up before the next child)."""
+    sources = [c.source for c in sol.cells if c.cell_type == "code"]
+    sources += [a for codes in answers.values() for a in codes]
+    return any("optim" in src for src in sources)
 
 
 # --------------------------------------------------------------------------- one grading
@@ -304,7 +416,7 @@ def run_exercises(
     todo = [n for n in names if n not in skip]
     runs: dict[str, ExerciseRun] = {n: ExerciseRun("rejected") for n in skip}
     log = open(Path(tmp) / "messages.jsonl", "w")  # noqa: SIM115 - closed in the finally below
-    checker = Checker(checker_plan(sol))
+    checker = Checker(checker_plan(sol), wait_s=300 + 2.5 * time_limit * max(1, len(names)))
     sent: list[str] = []
 
     def flush() -> None:  # the checker takes the exercises in notebook order
@@ -324,66 +436,73 @@ def run_exercises(
 
     stubbed: set[str] = set()
     passes = 0
+    warm = _uses_optimizers(sol, answers)
     try:
         while any(n not in runs for n in todo) and passes <= len(todo):
             passes += 1
             left = [n for n in todo if n not in runs]
+            token = secrets.token_hex(8)
             plan = student_plan(
                 sol, spec, answers, stubs, left, stubbed | skip, time_limit, memory_mb, threads
             )
+            plan.update(token=token, warm=warm, require_filter=sandbox is not None)
             log.write(json.dumps({"student_plan": plan}) + "\n")
-            proc = _POOL.take(sandbox, threads)
             hard = time.monotonic() + 240 + 2.5 * time_limit * len(left)
-            ready, current, err = False, None, ""
-            healthy = False
+            box = _SPARES.take(sandbox, threads)
+            state = _Expect(token, left)
             try:
-                if not proc.submit(plan):
-                    raise GraderError("the student's sandbox could not be started:\n" + proc.stop())
-                for f in proc.frames(hard):
-                    log.write(json.dumps({"from_student": f}) + "\n")
-                    if not isinstance(f, dict):
-                        break
-                    if _DEBUG:
-                        print(
-                            f"grade debug {time.monotonic() - _t0:7.2f} s: {str(f)[:100]}",
-                            file=sys.stderr,
-                        )
-                    if f.get("ready"):
-                        ready = True
-                    elif "start" in f:
-                        current = (
-                            f["start"] if f["start"] in left and f["start"] not in runs else None
-                        )
-                    elif "exercise" in f and f.get("exercise") == current:
-                        status = f.get("status") if f.get("status") in _STATUSES else "crashed"
-                        run = ExerciseRun(
-                            status,
-                            errors=_clean_errors(f.get("errors")),
-                            why=str(f.get("why", ""))[:200],
-                            seconds=float(f["seconds"])
-                            if isinstance(f.get("seconds"), (int, float))
-                            else 0.0,
-                        )
-                        run._results = f.get("results") if status == "graded" else None  # type: ignore[attr-defined]
-                        runs[current] = run
-                        if status != "graded":
-                            stubbed.add(current)
-                        current = None
-                        flush()
-            except ValueError:  # a malformed frame: the sandbox is treated as crashed
-                pass
+                try:
+                    box.send(plan, min(hard, time.monotonic() + _SEND_WAIT))
+                except (OSError, TimeoutError) as exc:
+                    raise GraderError(
+                        f"the student's sandbox did not take its plan ({exc}):\n{box.stop()}"
+                    ) from None
+                try:
+                    for f in box.frames(hard):
+                        log.write(json.dumps({"from_student": f}) + "\n")
+                        if _DEBUG:
+                            print(
+                                f"grade debug {time.monotonic() - _t0:7.2f} s: {str(f)[:100]}",
+                                file=sys.stderr,
+                            )
+                        state.take(f)
+                        if state.unexpected or state.done:
+                            break
+                        if state.finished is not None:
+                            name, f = state.finished, f
+                            status = f.get("status") if f.get("status") in _STATUSES else "crashed"
+                            run = ExerciseRun(
+                                status,
+                                errors=_clean_errors(f.get("errors")),
+                                why=one_line(f.get("why", ""), 200),
+                                seconds=float(f["seconds"])
+                                if type(f.get("seconds")) in (int, float)
+                                else 0.0,
+                            )
+                            run._results = f.get("results") if status == "graded" else None  # type: ignore[attr-defined]
+                            runs[name] = run
+                            if status != "graded":
+                                stubbed.add(name)
+                            flush()
+                except WireError as exc:
+                    state.unexpected = f"a malformed message ({exc})"
             finally:
-                healthy = proc.idle
-                err = _POOL.give_back(proc, sandbox, threads, healthy)
-            if not ready:
+                err = box.stop()
+                _SPARES.done(sandbox, threads)
+            if state.unexpected:
+                raise GraderError(
+                    f"the student's sandbox sent {state.unexpected}, and was stopped; this "
+                    "submission was not graded"
+                )
+            if not state.ready:
                 raise GraderError(
                     f"the student's process did not finish the trusted setup cells:\n{err}"
                 )
-            if current is not None:  # the whole process died during this exercise
-                runs[current] = ExerciseRun(
+            if state.current is not None:  # the whole process died during this exercise
+                runs[state.current] = ExerciseRun(
                     "crashed", why="the student's process ended during this exercise"
                 )
-                stubbed.add(current)
+                stubbed.add(state.current)
                 flush()
             elif time.monotonic() >= hard and any(n not in runs for n in left):
                 nxt = next(n for n in left if n not in runs)

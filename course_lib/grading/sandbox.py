@@ -1,25 +1,30 @@
-"""The OS sandbox a grading runs in: bubblewrap (``bwrap``), on Linux.
+"""The OS sandbox of one submission: bubblewrap (``bwrap``), on Linux.
 
-Each grading's ``pytest --nbval`` process and its kernel (the student's code and the check
-cells) run in a fresh bubblewrap sandbox:
+Each submission's student process (``student``: the zygote and its per-exercise children) runs
+in a bubblewrap sandbox of its own, started for that submission and stopped after it (the
+grader may start it while the previous submission is graded, see ``runner``; it reads no plan
+until it is handed one):
 
-- the filesystem is a fresh, read-only root holding only what Python needs, read-only: the
-  system folders (``/usr``, ``/lib``...), a few files of ``/etc``, the Python installation and
-  its site-packages, and the ``course_lib`` package; nothing else of the machine is visible
-  (not the other submissions of a batch, not the home folders); ``/proc`` (own PID namespace)
+- the filesystem is a fresh, read-only root holding only what Python needs: the system folders
+  (``/usr``, ``/lib``...), a few files of ``/etc``, the Python installation and its
+  site-packages, and the ``course_lib`` package; nothing else of the machine is visible (not
+  the other submissions of a batch, not the home folders); ``/proc`` of its own PID namespace
   and a minimal, read-only ``/dev``;
 - the one writable place is the scratch folder ``/grading``: a size-limited tmpfs that holds
-  the graded notebook, the plugin and ``HOME``/``TMPDIR``, copied in from file descriptors, and
-  that vanishes with the sandbox (``--size``: filling it only fills it);
-- no network (``--unshare-all`` gives a private network namespace with only loopback, which the
-  kernel's ZeroMQ sockets use), own PID, IPC and UTS namespaces, ``--die-with-parent``,
-  ``--new-session``, no capabilities, ``--clearenv`` plus the few variables grading needs;
-- the grader stays outside: it hands the sandbox the cell-record file as an open descriptor
-  (the plugin writes one JSON line per cell to it; the kernel does not inherit it and cannot
-  reach it through ``/proc``, the plugin makes pytest non-dumpable) and reads it afterwards.
+  ``HOME`` and ``TMPDIR`` and vanishes with the sandbox (``--size``: filling it only fills
+  it); nothing writable is on ``sys.path`` (``PYTHONSAFEPATH=1``: not the working folder);
+- its own mount, PID, IPC, UTS, network (loopback only) and user namespaces
+  (``--unshare-all``), so no process, file, socket, System V object or memory of one
+  submission can meet the next; ``--die-with-parent``, ``--new-session``, no capabilities,
+  ``--clearenv`` plus the few variables grading needs;
+- its two fresh pipes (the plan in, the messages out) are the only way in or out; the grader
+  kills the sandbox's process group when the submission is done, which ends the PID namespace
+  and everything in it.
 
-``command`` builds the bwrap command line (a pure function, tested without bwrap); ``probe``
-says once per process whether bwrap works here (present, and allowed to create namespaces).
+Inside, the zygote is non-dumpable and each child runs under the seccomp allow-list
+(``lockdown``). ``command`` builds the bwrap command line (a pure function, tested without
+bwrap); ``probe`` says once per process whether bwrap works here (present, and allowed to
+create namespaces) and whether the allow-list can be built (libseccomp).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from pathlib import Path
 
 __all__ = ["SCRATCH", "SCRATCH_MB", "Sandbox", "probe", "command", "readonly_paths"]
 
-SCRATCH = "/grading"  # the scratch folder inside the sandbox (the kernel's working folder)
+SCRATCH = "/grading"  # the scratch folder inside the sandbox (the zygote's working folder)
 SCRATCH_MB = 256  # size of the scratch tmpfs
 SYSTEM_DIRS = (
     "/usr",
@@ -109,7 +114,8 @@ def command(sb: Sandbox, argv: list[str], files: dict[str, int], env: dict[str, 
     """The bwrap command line running ``argv`` in the sandbox. ``files`` maps a file name in the
     scratch folder to an open descriptor its content is copied from; ``env`` is the complete
     environment inside. Descriptors the caller passes (``pass_fds``) stay open inside."""
-    cmd = [sb.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    cmd = [sb.bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session"]
+    cmd += ["--cap-drop", "ALL"]
     size = ["--size", str(sb.scratch_mb * 1024 * 1024)]
     # /tmp is the scratch folder's tmp/, unless Python or course_lib live under /tmp (a clone
     # or a virtual environment there): then /tmp is a tmpfs of its own, mounted before the
@@ -138,7 +144,10 @@ def command(sb: Sandbox, argv: list[str], files: dict[str, int], env: dict[str, 
         if "/" in name:
             raise ValueError(f"sandbox files are plain names in the scratch folder, got {name!r}.")
         cmd += ["--file", str(fd), f"{SCRATCH}/{name}"]
-    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH, "--clearenv"]
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    if under_tmp:  # its own tmpfs: read-only too (the folders made for the binds are on sys.path)
+        cmd += ["--remount-ro", "/tmp"]
+    cmd += ["--chdir", SCRATCH, "--clearenv"]
     for k, v in env.items():
         cmd += ["--setenv", k, v]
     return cmd + ["--", *argv]
@@ -162,6 +171,7 @@ def inner_env(threads: int | None) -> dict[str, str]:
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONNOUSERSITE": "1",
+        "PYTHONSAFEPATH": "1",  # not the working folder (the writable scratch) on sys.path
         "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": f"{SCRATCH}/home/.mpl",
         "JUPYTER_PLATFORM_DIRS": "1",
@@ -185,6 +195,11 @@ def probe() -> tuple[Sandbox | None, str]:
             None,
             "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)",
         )
+    from . import lockdown
+
+    ok, why = lockdown.supported()
+    if not ok:
+        return None, f"the seccomp allow-list cannot be built here: {why}"
     sb = Sandbox(exe, readonly_paths())
     argv = [sys.executable, "-c", "import sys; sys.exit(0)"]
     try:

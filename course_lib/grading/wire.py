@@ -19,12 +19,16 @@ import base64
 import json
 import math
 import os
+import select
 import struct
+import time
 from typing import Any
 
 import torch
 
 __all__ = [
+    "FrameBuffer",
+    "write_frame_by",
     "one_line",
     "WireError",
     "Unsendable",
@@ -309,3 +313,77 @@ def read_frame(fd: int, max_bytes: int = MAX_BYTES) -> Any:
         return json.loads(raw)
     except (ValueError, RecursionError):
         raise WireError("a message that is not JSON") from None
+
+
+def write_frame_by(fd: int, obj: Any, deadline: float) -> None:
+    """``write_frame`` on a non-blocking descriptor that gives up at ``deadline`` (a
+    ``time.monotonic()`` value): TimeoutError when the reader has not taken the whole frame by
+    then, BrokenPipeError (an OSError) when it has gone."""
+    raw = json.dumps(obj, separators=(",", ":")).encode()
+    buf = memoryview(_HEADER.pack(len(raw)) + raw)
+    os.set_blocking(fd, False)
+    while buf:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the reader did not take the message in time")
+        _, ready, _ = select.select([], [fd], [], min(left, 1.0))
+        if not ready:
+            continue
+        try:
+            n = os.write(fd, buf)
+        except BlockingIOError:
+            continue
+        buf = buf[n:]
+
+
+class FrameBuffer:
+    """Reads length-prefixed JSON frames from a descriptor without ever blocking (sets it
+    non-blocking: a writer may send half a frame and stall). ``limit``: the largest frame."""
+
+    def __init__(self, fd: int, limit: int = MAX_BYTES) -> None:
+        self.fd, self.limit, self.buf, self.eof = fd, limit, bytearray(), False
+        os.set_blocking(fd, False)
+
+    def pump(self) -> None:
+        """Read what is there (sets ``eof`` at end of file); ValueError past the size limit."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self.eof = True
+                return
+            self.buf += chunk
+            if len(self.buf) > self.limit + _HEADER.size:
+                raise WireError("a message over the size limit")
+
+    def frames(self) -> list:
+        """The complete frames received so far (parsed JSON); WireError for a bad one."""
+        out = []
+        while len(self.buf) >= _HEADER.size:
+            (n,) = _HEADER.unpack(self.buf[: _HEADER.size])
+            if n > self.limit:
+                raise WireError("a message over the size limit")
+            if len(self.buf) < _HEADER.size + n:
+                break
+            raw = bytes(self.buf[_HEADER.size : _HEADER.size + n])
+            del self.buf[: _HEADER.size + n]
+            try:
+                out.append(json.loads(raw))
+            except (ValueError, RecursionError):
+                raise WireError("a message that is not JSON") from None
+        return out
+
+    def wait(self, deadline: float) -> list:
+        """Block until at least one frame, end of file or ``deadline``; the frames so far."""
+        while True:
+            got = self.frames()
+            if got or self.eof:
+                return got
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return []
+            ready, _, _ = select.select([self.fd], [], [], min(left, 1.0))
+            if ready:
+                self.pump()
