@@ -1,10 +1,10 @@
 """The builds the tests of computed values read (``tests/conftest.py`` makes them).
 
 "native": the clean build of the whole site on the test process's CPU path; "avx2": the pages
-that train or sample in float32 (``tools.spread.measured_pages``) built again as an AVX2 laptop
-would. A test of computed values is parametrized over ``BUILD_NAMES`` (or over
-``page_builds(pages)``, its pages paired with each build that executed them) and gets its
-build from ``get_build(request, name)``.
+that train or sample in float32 and glue what the CPU changes (``tools.spread.cpu_pages``)
+built again as an AVX2 laptop would. A test of computed values is parametrized over
+``BUILD_NAMES`` (or over ``page_builds(pages)``, its pages paired with each build that executed
+them) and gets its build from ``get_build(request, name)``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def page_builds(pages) -> list[tuple[str, str]]:
     the native build, the CPU-dependent ones in the AVX2 build too. ``pages``: docnames
     (``book/14_translation``) or paths of their sources."""
     from tools import ROOT
-    from tools.spread import measured_pages
+    from tools.spread import cpu_pages
 
     def name(p) -> str:
         p = Path(p)
@@ -50,5 +50,5 @@ def page_builds(pages) -> list[tuple[str, str]]:
             p.resolve().relative_to(ROOT).with_suffix("").as_posix() if p.is_absolute() else str(p)
         )
 
-    again = set(measured_pages())
+    again = set(cpu_pages())
     return [(p, "native") for p in pages] + [(p, "avx2") for p in pages if name(p) in again]

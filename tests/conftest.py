@@ -13,8 +13,8 @@ the whole suite, and builds the site, with PyTorch's scalar kernels (the build t
 ``test-output/book-default``, so it never mixes with the native one).
 
 ``any_build``: each build the tests of computed values read, as a ``Build``: the one above
-("native"), and "avx2": the chapters that train or sample in float32
-(``tools.spread.measured_pages``) built again with ATen's and oneDNN's AVX2 kernels
+("native"), and "avx2": the chapters that train or sample in float32 and glue what the CPU
+changes (``tools.spread.cpu_pages``) built again with ATen's and oneDNN's AVX2 kernels
 (``tools.spread.CPUS["avx2+onednn"]``, an AVX2 laptop) into ``test-output/book-avx2``, with its
 own execution cache (outputs are never shared across instruction sets), every other page left
 unexecuted.
@@ -187,17 +187,19 @@ AVX2_OUT = TEST_OUTPUT / "book-avx2"
 
 @pytest.fixture(scope="session")
 def built_book_avx2() -> Build:
-    """The pages the CPU-spread measurement runs (``tools.spread.measured_pages()``: the
-    chapters that train or sample in float32) built again under ``AVX2_CPU``: the whole table
+    """The pages whose glued values the CPU changes (``tools.spread.cpu_pages()``: the
+    chapters that train or sample in float32 and glue what they measure; a measured page whose
+    values were the same under every simulated CPU, such as one that reads a benchmark file,
+    is not executed again) built again under ``AVX2_CPU``: the whole table
     of contents, so numbering and cross-references are the site's, with every other page
     excluded from execution. Its own folder and execution cache: a cached output is never
     reused across instruction sets."""
     from filelock import FileLock
 
-    from tools.spread import cpu_environment, measured_pages
+    from tools.spread import cpu_environment, cpu_pages
     from tools.toc import toc_files
 
-    pages = tuple(measured_pages())
+    pages = tuple(cpu_pages())
     build = AVX2_OUT / "_build"
     log = TEST_OUTPUT / "book-avx2-build.log"
     marker = TEST_OUTPUT / "book-avx2-build.ok"

@@ -55,6 +55,7 @@ __all__ = [
     "parse_number",
     "glue_text",
     "glue_differences",
+    "tolerance_table",
 ]
 
 SPREAD_FILE = "course_lib/results/isa_spread.json"
@@ -271,3 +272,35 @@ def measured_pages(root: Path = ROOT) -> list[str]:
 def cpu_pages(root: Path = ROOT) -> list[str]:
     """The pages with at least one value the CPU changes (a measured value)."""
     return sorted({page for (page, _), t in tolerances(root).items() if t.kind != "timing"})
+
+
+def tolerance_table(root: Path = ROOT) -> str:
+    """The tolerances as a Markdown table: each measured value, the texts or the range its
+    runs glued (which run gave each extreme), what another machine's build may differ by, and
+    the measurement it comes from (``python -m tools.spread`` prints it, for the notes)."""
+    data = load_spread(root)
+    source = f"{SPREAD_FILE} ({data['date']}, {data['cpu']}, torch {data['torch']})"
+    rows = [
+        f"Source: {source}; runs: {', '.join(data['runs'])}; tolerance = {MARGIN:g} × range.",
+        "",
+        "| page | value | kind | measured | tolerance |",
+        "|---|---|---|---|---|",
+    ]
+    for (page, key), tol in sorted(tolerances(root).items()):
+        if tol.kind == "number":
+            by = {name: parse_number(text) for name, text in tol.values.items()}
+            lo = ", ".join(n for n, v in by.items() if v == tol.low)
+            hi = ", ".join(n for n, v in by.items() if v == tol.high)
+            measured = f"{_fmt(tol.low)} ({lo}) to {_fmt(tol.high)} ({hi})"
+            allowed = f"± {_fmt(tol.tolerance)}"
+        else:
+            texts = sorted(set(tol.values.values()))
+            measured = f"{len(texts)} readings: " + " / ".join(t.strip("'\"")[:40] for t in texts)
+            allowed = "any (load)" if tol.kind == "timing" else "any (claims checked)"
+        name = page.removeprefix("book/")
+        rows.append(f"| {name} | `{key}` | {tol.kind} | {measured} | {allowed} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(tolerance_table())
