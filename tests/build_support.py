@@ -9,10 +9,16 @@ them) and gets its build from ``get_build(request, name)``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-BUILD_NAMES = ("native", "avx2")
+# The second build: an AVX2 laptop by default. COURSE_SIMULATED_CPU names another of
+# tools.spread.CPUS (e.g. "no-vector": ATen's scalar kernels) and COURSE_SIMULATED_PAGES
+# (docnames, comma-separated) a subset of its pages, to simulate another machine cheaply.
+SIMULATED_CPU = os.environ.get("COURSE_SIMULATED_CPU", "").strip() or "avx2+onednn"
+SIMULATED_BUILD = "avx2" if SIMULATED_CPU == "avx2+onednn" else SIMULATED_CPU
+BUILD_NAMES = ("native", SIMULATED_BUILD)
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,7 @@ def get_build(request, name: str) -> Build:
     """The build named ``name``, made once per session by its fixture."""
     if name == "native":
         return Build("native", request.getfixturevalue("built_book"))
-    if name == "avx2":
+    if name == SIMULATED_BUILD:
         return request.getfixturevalue("built_book_avx2")
     raise ValueError(f"unknown build {name!r}; builds: {', '.join(BUILD_NAMES)}")
 
@@ -42,7 +48,6 @@ def page_builds(pages) -> list[tuple[str, str]]:
     the native build, the CPU-dependent ones in the AVX2 build too. ``pages``: docnames
     (``book/14_translation``) or paths of their sources."""
     from tools import ROOT
-    from tools.spread import cpu_pages
 
     def name(p) -> str:
         p = Path(p)
@@ -50,5 +55,27 @@ def page_builds(pages) -> list[tuple[str, str]]:
             p.resolve().relative_to(ROOT).with_suffix("").as_posix() if p.is_absolute() else str(p)
         )
 
-    again = set(cpu_pages())
-    return [(p, "native") for p in pages] + [(p, "avx2") for p in pages if name(p) in again]
+    again = set(simulated_pages())
+    return [(p, "native") for p in pages] + [
+        (p, SIMULATED_BUILD) for p in pages if name(p) in again
+    ]
+
+
+def simulated_pages() -> list[str]:
+    """The pages the second build executes: ``tools.spread.cpu_pages()`` (those with a glued
+    value the simulated CPUs changed), or the subset ``COURSE_SIMULATED_PAGES`` names."""
+    from tools.spread import CPUS, cpu_pages
+
+    if SIMULATED_CPU not in CPUS:
+        raise ValueError(
+            f"COURSE_SIMULATED_CPU={SIMULATED_CPU!r} is not a simulated CPU: {', '.join(CPUS)}"
+        )
+    pages = cpu_pages()
+    only = [p.strip() for p in os.environ.get("COURSE_SIMULATED_PAGES", "").split(",") if p.strip()]
+    unknown = sorted(set(only) - set(pages))
+    if unknown:
+        raise ValueError(
+            f"COURSE_SIMULATED_PAGES names {', '.join(unknown)}, not among the pages whose "
+            f"values the CPU changes: {', '.join(pages)}"
+        )
+    return [p for p in pages if p in only] if only else pages

@@ -32,7 +32,14 @@ import colab_env
 import pytest
 import torch
 import yaml
-from build_support import BUILD_NAMES, Build, get_build
+from build_support import (
+    BUILD_NAMES,
+    SIMULATED_BUILD,
+    SIMULATED_CPU,
+    Build,
+    get_build,
+    simulated_pages,
+)
 
 from tools import ROOT
 
@@ -181,35 +188,37 @@ PDF_LOG = TEST_OUTPUT / "pdf-build.log"
 
 
 # --------------------------------------------------------------------------- builds by CPU
-AVX2_CPU = "avx2+onednn"  # tools.spread.CPUS: ATen's and oneDNN's AVX2 kernels, an AVX2 laptop
-AVX2_OUT = TEST_OUTPUT / "book-avx2"
+# The second build's CPU and pages (tests/build_support.py): by default "avx2+onednn"
+# (tools.spread.CPUS: ATen's and oneDNN's AVX2 kernels, an AVX2 laptop), built as "avx2".
+AVX2_CPU = SIMULATED_CPU
+AVX2_OUT = TEST_OUTPUT / f"book-{SIMULATED_BUILD}"
 
 
 @pytest.fixture(scope="session")
 def built_book_avx2() -> Build:
-    """The pages whose glued values the CPU changes (``tools.spread.cpu_pages()``: the
-    chapters that train or sample in float32 and glue what they measure; a measured page whose
-    values were the same under every simulated CPU, such as one that reads a benchmark file,
-    is not executed again) built again under ``AVX2_CPU``: the whole table
-    of contents, so numbering and cross-references are the site's, with every other page
-    excluded from execution. Its own folder and execution cache: a cached output is never
-    reused across instruction sets."""
+    """The pages whose glued values the CPU changes (``build_support.simulated_pages()``:
+    ``tools.spread.cpu_pages()``, the chapters that train or sample in float32 and glue what
+    they measure; a measured page whose values were the same under every simulated CPU, such
+    as one that reads a benchmark file, is not executed again) built again under
+    ``AVX2_CPU``: the whole table of contents, so numbering and cross-references are the
+    site's, with every other page excluded from execution. Its own folder and execution cache:
+    a cached output is never reused across instruction sets."""
     from filelock import FileLock
 
-    from tools.spread import cpu_environment, cpu_pages
+    from tools.spread import cpu_environment
     from tools.toc import toc_files
 
-    pages = tuple(cpu_pages())
+    pages = tuple(simulated_pages())
     build = AVX2_OUT / "_build"
-    log = TEST_OUTPUT / "book-avx2-build.log"
-    marker = TEST_OUTPUT / "book-avx2-build.ok"
+    log = TEST_OUTPUT / f"{AVX2_OUT.name}-build.log"
+    marker = TEST_OUTPUT / f"{AVX2_OUT.name}-build.ok"
     run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid-{os.getpid()}")
     TEST_OUTPUT.mkdir(exist_ok=True)
-    with FileLock(str(TEST_OUTPUT / "book-avx2-build.lock")):
+    with FileLock(str(TEST_OUTPUT / f"{AVX2_OUT.name}-build.lock")):
         reuse = os.environ.get("COURSE_REUSE_BUILD") == "1" and not os.environ.get("CI")
         done = marker.exists() and marker.read_text() == run_id
         if (reuse or done) and (build / "html" / "index.html").exists():
-            return Build("avx2", build, pages)
+            return Build(SIMULATED_BUILD, build, pages)
         marker.unlink(missing_ok=True)
         shutil.rmtree(AVX2_OUT, ignore_errors=True)
         AVX2_OUT.mkdir(parents=True)
@@ -245,7 +254,7 @@ def built_book_avx2() -> Build:
                 pytrace=False,
             )
         marker.write_text(run_id)
-    return Build("avx2", build, pages)
+    return Build(SIMULATED_BUILD, build, pages)
 
 
 @pytest.fixture(scope="session", params=BUILD_NAMES)
