@@ -292,7 +292,7 @@ def test_sci_writes_powers_of_ten_as_a_reader_does(x, digits):
     ],
 )
 def test_shown_difference_is_the_difference_of_the_shown_numbers(a, b, decimals, shown):
-    from course_lib.viz.glue import shown_difference
+    from course_lib.viz.numbers import shown_difference
 
     assert shown_difference(a, b, decimals) == shown
     assert float(shown) == pytest.approx(float(f"{a:.{decimals}f}") - float(f"{b:.{decimals}f}"))

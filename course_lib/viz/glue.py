@@ -8,14 +8,10 @@ Colab-like environment, ``tests/colab_env.py``) still glues: the build says so t
 environment (``course_lib.viz.NARROW_ENV``, set for the kernels it starts) and ``glue`` writes
 myst-nb's glue output itself.
 
-What another machine would glue: ``measured_spread`` reads, from
-``course_lib/results/isa_spread.json`` (``benchmarks/isa_spread.py``), the values a page glued
-under each simulated CPU and seed, so a chapter can show the spread of a training run's
-numbers rather than one draw.
-
 Numbers for the prose: ``sci`` writes one in scientific notation as a reader does;
 ``table_column`` writes a column of a glued markdown table in one precision (the tables the
-code prints, Chapter 5's, are ``course_lib.handcalc.worksheet.table_cells``).
+code prints, Chapter 5's, are ``course_lib.handcalc.worksheet.table_cells``). What a chapter
+computes from its numbers for the prose, a reader's notebook keeps (``course_lib.viz.numbers``).
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ try:  # myst-nb is a build dependency, not a runtime one
 except ImportError:  # pragma: no cover - exercised by the fresh-Colab test
     _myst_glue = None
 
-__all__ = ["glue", "sci", "table_column", "shown_difference", "measured_spread"]
+__all__ = ["glue", "sci", "table_column"]
 
 _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 
@@ -75,17 +71,6 @@ def sci(x: float, digits: int = 1) -> str:
     if -1 <= power <= 2:
         return f"{x:.{max(digits - power, 0)}f}".replace("-", "−")
     return _power_of_ten(mantissa, power)
-
-
-def shown_difference(a: float, b: float, decimals: int) -> str:
-    """``a - b`` as a reader computes it from the two numbers the prose shows with ``decimals``
-    decimals: 74.53 and 73.24, shown as "74.5" and "73.2", are "1.3" apart (not the 1.29
-    that would print as "1.3" here, or as "1.2" from 74.46 and 73.24). Glue a difference
-    beside the numbers it compares with this, so the sentence adds up."""
-    if decimals < 0:
-        raise ValueError(f"shown_difference: decimals={decimals}; give 0 or more.")
-    shown = float(f"{a:.{decimals}f}") - float(f"{b:.{decimals}f}")
-    return f"{round(shown, decimals) + 0.0:.{decimals}f}"  # + 0.0: no "-0.0"
 
 
 def _power_of_ten(mantissa: str, power: int) -> str:
@@ -132,38 +117,3 @@ def table_column(values: Iterable[float], sig: int = 4, decimals: int | None = N
             for m, _, e in [f"{x:.{sig - 1}e}".partition("e")]
         ]
     return [c.replace("-", "\u2212") for c in cells]
-
-
-def measured_spread(page: str, *keys: str) -> list[dict[str, Any]]:
-    """What ``page`` (``"book/14_translation"``) glued as ``keys`` under each simulated CPU and
-    seed of the measurement ``course_lib/results/isa_spread.json``: one dict per run, with
-    ``run`` (its name), ``cpu`` (the instruction set torch used: "AVX512", "AVX2",
-    "DEFAULT"), ``seed_offset`` (0: the page's own seeds) and each key's value as glued (a
-    string or a number)."""
-    import ast
-    import json
-    from importlib.resources import files
-
-    data = json.loads(files("course_lib").joinpath("results", "isa_spread.json").read_text())
-    if page not in data["pages"]:
-        raise ValueError(
-            f"measured_spread: {page!r} was not measured; pages: {', '.join(data['pages'])}"
-            " (python benchmarks/isa_spread.py --pages PAGE measures one)"
-        )
-    rows = []
-    for name, run in data["pages"][page].items():
-        missing = [k for k in keys if k not in run["glue"]]
-        if missing:
-            raise ValueError(
-                f"measured_spread: {page} run {name} glued no {missing}; measure the page again"
-                " (python benchmarks/isa_spread.py --pages PAGE)"
-            )
-        row = {
-            "run": name,
-            "cpu": run["capability"],
-            "seed_offset": data["runs"][name]["seed_offset"],
-        }
-        for k in keys:
-            row[k] = ast.literal_eval(run["glue"][k]["text/plain"])
-        rows.append(row)
-    return rows
