@@ -211,9 +211,9 @@ def test_every_table_column_of_the_built_site_has_one_precision(build, request):
     column of trained numbers must keep its format whatever the CPU computes)."""
     b = get_build(request, build)
     found, judged = mixed_columns(b.path / "html", b.pages)
-    assert judged >= (10 if b.pages is None else 1), (
-        f"expected the chapters' tables of numbers; judged {judged} columns"
-    )
+    if b.pages is not None and judged == 0:
+        pytest.skip(f"the pages the {build} build executed ({', '.join(b.pages)}) have no table")
+    assert judged >= 10, f"expected the chapters' tables of numbers; judged {judged} columns"
     stale = sorted(
         key
         for key in set(MIXED_ON_PURPOSE) - set(found)
