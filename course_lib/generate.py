@@ -35,6 +35,7 @@ __all__ = [
     "sample_next",
     "generate",
     "distinct_n",
+    "longest_repeat",
     "sequence_log_likelihood",
 ]
 
@@ -239,6 +240,20 @@ def distinct_n(ids, n: int = 2) -> float:
     if not grams:
         raise ValueError(f"distinct_n: the sequence ({len(ids)} tokens) is shorter than n={n}.")
     return len(set(grams)) / len(grams)
+
+
+def longest_repeat(seq) -> int:
+    """The length of the longest stretch that occurs at least twice in ``seq`` (a string, or a
+    1-D sequence of ids), the two occurrences allowed to overlap: how much of itself a
+    looping text repeats ("abcabc" repeats "abc", 3; "abcd" nothing, 0)."""
+    items = seq.tolist() if torch.is_tensor(seq) else list(seq)
+    best = 0
+    for shift in range(1, len(items)):  # compare the sequence with itself moved by `shift`
+        run = 0
+        for a, b in zip(items, items[shift:]):
+            run = run + 1 if a == b else 0
+            best = max(best, run)
+    return best
 
 
 @torch.no_grad()

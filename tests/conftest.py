@@ -7,7 +7,17 @@ Colab (``fresh_colab``, ``tests/colab_env.py``): one execution of each chapter s
 the HTML pages, the tests that read the build and the check that a chapter runs on Colab. Set
 ``COURSE_REUSE_BUILD=1`` to reuse the previous test build while iterating on tests (never in
 CI). Where Chromium is installed it first builds the single page and prints the whole-book PDF
-(``tools/pdf.py``), as ``./course build`` does; ``built_pdf`` is that PDF.
+(``tools/pdf.py``), as ``./course build`` does; ``built_pdf`` is that PDF. The build runs on the
+CPU path of the test process's environment: ``ATEN_CPU_CAPABILITY=default ./course test`` runs
+the whole suite, and builds the site, with PyTorch's scalar kernels (the build then goes to
+``test-output/book-default``, so it never mixes with the native one).
+
+``any_build``: each build the tests of computed values read, as a ``Build``: the one above
+("native"), and "avx2": the chapters that train or sample in float32 and glue what the CPU
+changes (``tools.spread.cpu_pages``) built again with ATen's and oneDNN's AVX2 kernels
+(``tools.spread.CPUS["avx2+onednn"]``, an AVX2 laptop) into ``test-output/book-avx2``, with its
+own execution cache (outputs are never shared across instruction sets), every other page left
+unexecuted.
 """
 
 from __future__ import annotations
@@ -21,11 +31,23 @@ from pathlib import Path
 import colab_env
 import pytest
 import torch
+import yaml
+from build_support import (
+    BUILD_NAMES,
+    SIMULATED_BUILD,
+    SIMULATED_CPU,
+    Build,
+    get_build,
+    simulated_pages,
+)
 
 from tools import ROOT
 
 TEST_OUTPUT = ROOT / "test-output"
-BOOK_OUT = TEST_OUTPUT / "book"
+# the CPU path this process (and the build's kernels) run on, when the environment chose one
+_CPU_CHOICE = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+BOOK_OUT = TEST_OUTPUT / (f"book-{_CPU_CHOICE}" if _CPU_CHOICE else "book")
+BUILD_LOG = TEST_OUTPUT / f"{BOOK_OUT.name}-build.log"
 
 
 # --------------------------------------------------------------------------- time limits
@@ -119,11 +141,11 @@ def built_book(request) -> Path:
     from filelock import FileLock
 
     build = BOOK_OUT / "_build"
-    log = TEST_OUTPUT / "book-build.log"
-    marker = TEST_OUTPUT / "book-build.ok"
+    log = BUILD_LOG
+    marker = TEST_OUTPUT / f"{BOOK_OUT.name}-build.ok"
     run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid-{os.getpid()}")
     TEST_OUTPUT.mkdir(exist_ok=True)
-    with FileLock(str(TEST_OUTPUT / "book-build.lock")):
+    with FileLock(str(TEST_OUTPUT / f"{BOOK_OUT.name}-build.lock")):
         reuse = os.environ.get("COURSE_REUSE_BUILD") == "1" and not os.environ.get("CI")
         done = marker.exists() and marker.read_text() == run_id
         if (reuse or done) and (build / "html" / "index.html").exists():
@@ -165,6 +187,83 @@ def built_book(request) -> Path:
 PDF_LOG = TEST_OUTPUT / "pdf-build.log"
 
 
+# --------------------------------------------------------------------------- builds by CPU
+# The second build's CPU and pages (tests/build_support.py): by default "avx2+onednn"
+# (tools.spread.CPUS: ATen's and oneDNN's AVX2 kernels, an AVX2 laptop), built as "avx2".
+AVX2_CPU = SIMULATED_CPU
+AVX2_OUT = TEST_OUTPUT / f"book-{SIMULATED_BUILD}"
+
+
+@pytest.fixture(scope="session")
+def built_book_avx2() -> Build:
+    """The pages whose glued values the CPU changes (``build_support.simulated_pages()``:
+    ``tools.spread.cpu_pages()``, the chapters that train or sample in float32 and glue what
+    they measure; a measured page whose values were the same under every simulated CPU, such
+    as one that reads a benchmark file, is not executed again) built again under
+    ``AVX2_CPU``: the whole table of contents, so numbering and cross-references are the
+    site's, with every other page excluded from execution. Its own folder and execution cache:
+    a cached output is never reused across instruction sets."""
+    from filelock import FileLock
+
+    from tools.spread import cpu_environment
+    from tools.toc import toc_files
+
+    pages = tuple(simulated_pages())
+    build = AVX2_OUT / "_build"
+    log = TEST_OUTPUT / f"{AVX2_OUT.name}-build.log"
+    marker = TEST_OUTPUT / f"{AVX2_OUT.name}-build.ok"
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid-{os.getpid()}")
+    TEST_OUTPUT.mkdir(exist_ok=True)
+    with FileLock(str(TEST_OUTPUT / f"{AVX2_OUT.name}-build.lock")):
+        reuse = os.environ.get("COURSE_REUSE_BUILD") == "1" and not os.environ.get("CI")
+        done = marker.exists() and marker.read_text() == run_id
+        if (reuse or done) and (build / "html" / "index.html").exists():
+            return Build(SIMULATED_BUILD, build, pages)
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(AVX2_OUT, ignore_errors=True)
+        AVX2_OUT.mkdir(parents=True)
+        config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+        local = config.get("sphinx", {}).get("local_extensions", {})
+        for name, path in local.items():  # relative to the config file, which moved
+            local[name] = str(ROOT / path)
+        config.setdefault("execute", {})["exclude_patterns"] = [
+            f"{page}.md" for page in toc_files() if page not in pages
+        ]
+        config_file = AVX2_OUT / "_config.yml"
+        config_file.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        jb = Path(sys.executable).with_name("jupyter-book")
+        cmd = [
+            str(jb),
+            "build",
+            str(ROOT),
+            "--path-output",
+            str(AVX2_OUT),
+            "--config",
+            str(config_file),
+            "--builder",
+            "html",
+            "--keep-going",  # no -W: the unexecuted pages warn of their missing glue
+        ]
+        env = cpu_environment(AVX2_CPU, dict(os.environ))
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+        log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+        if proc.returncode != 0 or not (build / "html" / "index.html").exists():
+            pytest.fail(
+                f"the {AVX2_CPU} build of {', '.join(pages)} failed (exit {proc.returncode});"
+                f" full log in {log}",
+                pytrace=False,
+            )
+        marker.write_text(run_id)
+    return Build(SIMULATED_BUILD, build, pages)
+
+
+@pytest.fixture(scope="session", params=BUILD_NAMES)
+def any_build(request) -> Build:
+    """Each build whose computed values the tests check (``build_support``): this machine's
+    (the whole site) and the simulated AVX2 laptop's (the pages that depend on the CPU)."""
+    return get_build(request, request.param)
+
+
 def _build_pdf_first(env: dict[str, str]) -> None:
     """As ``./course build`` does, where Chromium is installed: the single-page build and the
     whole-book PDF (``tools/pdf.py``) before the HTML build, which then links the PDF. The
@@ -177,7 +276,7 @@ def _build_pdf_first(env: dict[str, str]) -> None:
     if chromium_path() is None:
         return
     proc = build_singlehtml(BOOK_OUT, capture=True, env=env)
-    log = TEST_OUTPUT / "book-build-singlehtml.log"
+    log = TEST_OUTPUT / f"{BOOK_OUT.name}-build-singlehtml.log"
     log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0:
         lines = [

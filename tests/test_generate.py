@@ -14,6 +14,7 @@ from course_lib.generate import (
     apply_temperature,
     distinct_n,
     generate,
+    longest_repeat,
     sample_next,
     sequence_log_likelihood,
     top_k_filter,
@@ -137,6 +138,28 @@ def test_temperature_and_sample_next():
         sample_next(logits, repetition_penalty=1.2)
     with pytest.raises(ValueError, match="temperature"):
         sample_next(logits, temperature=-1)
+
+
+def test_longest_repeat_finds_the_longest_stretch_written_twice():
+    import random
+
+    assert longest_repeat("abcabc") == 3 and longest_repeat("abcd") == 0
+    assert longest_repeat("aaaa") == 3  # occurrences may overlap
+    assert longest_repeat([1, 2, 3, 9, 1, 2, 3]) == 3
+    rng = random.Random(0)
+    for _ in range(50):  # against brute force over every pair of substrings
+        s = "".join(rng.choice("ab") for _ in range(rng.randint(1, 12)))
+        brute = max(
+            (
+                n
+                for n in range(1, len(s))
+                for i in range(len(s))
+                for j in range(i + 1, len(s))
+                if s[i : i + n] == s[j : j + n] and i + n <= len(s) and j + n <= len(s)
+            ),
+            default=0,
+        )
+        assert longest_repeat(s) == brute, s
 
 
 def test_distinct_n_and_log_likelihood():

@@ -8,6 +8,7 @@ import re
 
 import nbformat
 import pytest
+from build_support import get_build, page_builds
 
 from tools import ROOT, colab, reader
 from tools.glue_code import reader_code, strip_glue
@@ -138,10 +139,11 @@ def test_reader_notebooks_code_has_no_glue(md):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "page", [f for f in toc_files() if "glue(" in (ROOT / f"{f}.md").read_text()]
+    "page, build",
+    page_builds([f for f in toc_files() if "glue(" in (ROOT / f"{f}.md").read_text()]),
 )
-def test_built_pages_show_no_glue_but_keep_their_glued_values(built_book, page):
-    text = (built_book / "html" / f"{page}.html").read_text()
+def test_built_pages_show_no_glue_but_keep_their_glued_values(page, build, request):
+    text = (get_build(request, build).path / "html" / f"{page}.html").read_text()
     code = " ".join(re.findall(r'<div class="cell_input.*?</pre>', text, flags=re.S))
     plain = html_lib.unescape(re.sub(r"<[^>]+>", "", code))
     assert not re.search(r"^\s*glue\(", plain, flags=re.M), f"{page}: a glue(...) line is shown"

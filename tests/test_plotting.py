@@ -279,3 +279,22 @@ def test_sci_writes_powers_of_ten_as_a_reader_does(x, digits):
         assert len(mantissa.lstrip("-").replace(".", "")) == digits + 1
     else:  # between 0.1 and 1000: positional, digits + 1 significant figures
         assert float(text.replace("\u2212", "-")) == pytest.approx(x, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    "a, b, decimals, shown",
+    [
+        (74.53, 73.24, 1, "1.3"),  # the unrounded gap, 1.29, would also print 1.3
+        (74.46, 73.24, 1, "1.3"),  # 74.5 − 73.2: the unrounded gap, 1.22, prints 1.2
+        (33.9, 29.4, 0, "5"),  # 34 − 29, where 4.5 prints as 4
+        (1.0, 1.04, 1, "0.0"),  # no "−0.0"
+        (85.8, 86.6, 1, "-0.8"),
+    ],
+)
+def test_shown_difference_is_the_difference_of_the_shown_numbers(a, b, decimals, shown):
+    from course_lib.viz.numbers import shown_difference
+
+    assert shown_difference(a, b, decimals) == shown
+    assert float(shown) == pytest.approx(float(f"{a:.{decimals}f}") - float(f"{b:.{decimals}f}"))
+    with pytest.raises(ValueError, match="decimals"):
+        shown_difference(a, b, -1)

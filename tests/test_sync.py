@@ -225,3 +225,54 @@ def test_ci_runs_the_fast_tier_first_and_stops_on_its_failure():
     # browser")
     course = (ROOT / "course").read_text(encoding="utf-8")
     assert 'pytest -m "not slow and not browser"' in course
+
+
+def test_a_readers_build_is_told_how_its_numbers_compare_and_never_asked_to_commit(
+    tmp_path, monkeypatch, capsys
+):
+    """`./course build` ends with `tools.sync --compare-build`: a reader's build whose measured
+    numbers differ within the spread hears that nothing is to be done; one that differs beyond
+    it (a changed chapter) hears so, with the maintainers' command; neither is asked to commit
+    anything."""
+    import copy
+    import json
+
+    from tools import reader, spread
+
+    build = tmp_path / "_build"
+    (build / ".doctrees").mkdir(parents=True)
+    (build / ".doctrees" / "environment.pickle").write_bytes(b"")
+    published = reader.load_site_data(ROOT)
+    (page, key), tol = next(
+        (k, t)
+        for k, t in sorted(spread.tolerances().items())
+        if t.kind == "number" and t.tolerance > 0 and k[1] not in reader.MEASURED.get(k[0], ())
+    )
+    text = spread.glue_text(published["pages"][page]["glue"][key])
+    value = spread.parse_number(text) + tol.tolerance / 2
+    moved = json.dumps(f"{value:.6g}") if text[:1] in "'\"" else f"{value:.6g}"
+
+    def run(built: dict) -> tuple[int, str]:
+        monkeypatch.setattr(reader, "site_data_from_build", lambda _: built)
+        rc = sync.main(["--compare-build", str(build)])
+        return rc, capsys.readouterr().out
+
+    said = []
+    rc, out = run(copy.deepcopy(published))
+    assert rc == 0 and "exactly the published numbers" in out
+    said.append(out)
+    within = copy.deepcopy(published)
+    within["pages"][page]["glue"][key] = {"text/plain": moved.replace('"', "'")}
+    rc, out = run(within)
+    assert rc == 0 and "within the spread" in out and "nothing to do" in out, out
+    said.append(out)
+    beyond = copy.deepcopy(published)
+    first = next(iter(beyond["labels"]))
+    beyond["labels"][first] = {**beyond["labels"][first], "title": "changed"}
+    rc, out = run(beyond)
+    assert rc == 1 and "./course sync --from-build" in out, out
+    said.append(out)
+    assert not [s for s in said if "commit" in s.lower()], said
+    course = (ROOT / "course").read_text(encoding="utf-8")
+    build_step = course[course.index("  build)") : course.index("  pdf)")]
+    assert "--compare-build" in build_step and "commit" not in build_step.lower()

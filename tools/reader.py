@@ -53,6 +53,7 @@ __all__ = [
     "load_site_data",
     "site_data_from_build",
     "site_data_differences",
+    "site_data_report",
     "render_markdown",
     "MarkdownContext",
     "ROLES",
@@ -62,8 +63,9 @@ __all__ = [
 READER_DIR = "notebooks"
 SITE_DATA = f"{READER_DIR}/site.json"
 SITE_BUILD_FILE = "site.json"  # what a build writes beside html/ (book/_ext/course_reader.py)
-# Glued values measured on the machine that builds the site (timings): the site shows its own
-# build's value, notebooks/site.json the committed build's; tests compare everything else.
+# Glued timings, measured on the machine that builds the site (they follow its load): the site
+# shows its own build's value, notebooks/site.json the published build's, and no test compares
+# them. What a training run measures (its numbers differ by CPU) is judged by tools/spread.py.
 MEASURED: dict[str, tuple[str, ...]] = {
     "book/11_encoders": ("mlm_seconds", "vit_s"),
     "book/14_translation": ("train_s",),
@@ -127,30 +129,49 @@ def site_data_from_build(build: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def site_data_differences(committed: dict, built: dict) -> list[str]:
-    """Where ``notebooks/site.json`` (``committed``) differs from a build's data (``built``),
-    the values in ``MEASURED`` aside (a timing differs from build to build); empty if current."""
+def site_data_report(
+    committed: dict, built: dict, pages: list[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """Compare ``notebooks/site.json`` (``committed``, the published numbers) with a build's
+    data (``built``): ``(problems, within)``. Glued values are judged by ``tools.spread``:
+    exact values must be equal, a measured number within its tolerance, a measured phrase may
+    differ (``within`` lists those that differ); the timings in ``MEASURED`` must exist and
+    may say anything. Labels, numbers, anchors and the rest must be equal. ``pages``: compare
+    only these pages' glue (a build that executed only some pages), and nothing else."""
+    from .spread import glue_differences
+
     problems = []
     for page, keys in MEASURED.items():
+        if pages is not None and page not in pages:
+            continue
         problems += [
             f"{page}: MEASURED names {key}, which the build did not glue"
             for key in keys
             if key not in built.get("pages", {}).get(page, {}).get("glue", {})
         ]
-    pages = sorted(set(committed.get("pages", {})) | set(built.get("pages", {})))
-    for page in pages:
-        ga = committed.get("pages", {}).get(page, {}).get("glue", {})
-        gb = built.get("pages", {}).get(page, {}).get("glue", {})
-        skip = set(MEASURED.get(page, ()))
-        for key in sorted((set(ga) | set(gb)) - skip):
-            if ga.get(key) != gb.get(key):
-                problems.append(
-                    f"{page}: glued {key} is {ga.get(key)} here, {gb.get(key)} in the build"
-                )
-    for section in sorted((set(committed) | set(built)) - {"pages"}):
-        if committed.get(section) != built.get(section):
-            problems.append(f"[{section}] differs from the build")
-    return problems
+
+    def glue(data: dict) -> dict:
+        return {
+            page: entry.get("glue", {})
+            for page, entry in data.get("pages", {}).items()
+            if pages is None or page in pages
+        }
+
+    glue_problems, within = glue_differences(glue(committed), glue(built), MEASURED)
+    problems += glue_problems
+    if pages is None:
+        for section in sorted((set(committed) | set(built)) - {"pages"}):
+            if committed.get(section) != built.get(section):
+                problems.append(f"[{section}] differs from the build")
+    return problems, within
+
+
+def site_data_differences(
+    committed: dict, built: dict, pages: list[str] | None = None
+) -> list[str]:
+    """Where ``notebooks/site.json`` (``committed``) and a build's data (``built``) differ by
+    more than a machine may (``site_data_report``'s problems); empty if the build agrees."""
+    return site_data_report(committed, built, pages)[0]
 
 
 def site_data_text(data: dict) -> str:

@@ -26,7 +26,8 @@ the check in the fast tier. Kinds:
 ``notebooks/site.json`` (glue values, numbers and anchors of the executed site) is the one
 input a build produces: ``./course sync --from-build [BUILD]`` rewrites it from a build folder
 (default: ``_build``, else the test build ``test-output/book/_build``) before syncing;
-``--compare-build BUILD`` only says whether it is current (``./course build`` runs it).
+``--compare-build BUILD`` only tells how a build's numbers compare with the published ones
+(``./course build`` runs it for its reader: nothing to commit, ``compare_build``).
 
 Adding a kind: write ``def _plan_x(root) -> list[Change]`` and add it to ``KINDS``.
 """
@@ -282,6 +283,39 @@ def default_build(root: Path = ROOT) -> Path:
     )
 
 
+def compare_build(build: Path, root: Path = ROOT) -> int:
+    """What ``./course build`` tells its reader about the numbers it computed: whether they
+    are the published ones (``notebooks/site.json``), differ only as another CPU's do (within
+    the spread ``tools.spread`` measured), or differ beyond that (a changed chapter). Asks
+    nothing of the reader; exit 1 only in the last case."""
+    from .reader import SITE_BUILD_FILE, load_site_data, site_data_from_build, site_data_report
+    from .spread import SPREAD_FILE
+
+    if not (build / SITE_BUILD_FILE).is_file():
+        print(f"no build in {build} to compare with the published numbers")
+        return 0
+    problems, within = site_data_report(load_site_data(root), site_data_from_build(build))
+    if problems:
+        print(
+            f"course: this build differs from the published numbers (notebooks/site.json) in "
+            f"{len(problems)} place(s) beyond what another CPU changes, e.g. {problems[0]}. "
+            "Expected if you edited a chapter; the site you built shows your build's numbers. "
+            "(Maintainers publish a build's numbers with `./course sync --from-build`.)"
+        )
+        return 1
+    if within:
+        print(
+            f"course: your build computed {len(within)} value(s) that a training run measures "
+            "a little differently from the published site (your CPU rounds floats its own "
+            f"way), each within the spread measured over CPUs and seeds ({SPREAD_FILE}), e.g. "
+            f"{within[0]}. The pages you built show your numbers, and their sentences are "
+            "computed from them: nothing to do."
+        )
+        return 0
+    print("course: this build computed exactly the published numbers (notebooks/site.json)")
+    return 0
+
+
 def _rel(path: Path, root: Path) -> str:
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
@@ -306,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         "--compare-build",
         type=Path,
         metavar="BUILD",
-        help="only say whether notebooks/site.json is what BUILD computed",
+        help="only say how BUILD's numbers compare with the published notebooks/site.json",
     )
     parser.add_argument(
         "--kind",
@@ -318,28 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root
     if args.compare_build is not None:
-        from .reader import (
-            SITE_BUILD_FILE,
-            load_site_data,
-            site_data_differences,
-            site_data_from_build,
-        )
-
-        if not (args.compare_build / SITE_BUILD_FILE).is_file():
-            print(f"no build in {args.compare_build} to compare notebooks/site.json with")
-            return 0
-        problems = site_data_differences(
-            load_site_data(root), site_data_from_build(args.compare_build)
-        )
-        if problems:
-            print(
-                f"notebooks/site.json differs from the build in {args.compare_build} "
-                f"({len(problems)}: {problems[0]} ...): run `./course sync --from-build` "
-                "and commit, so the reader notebooks show this build's numbers"
-            )
-            return 1
-        print("notebooks/site.json is what this build computed")
-        return 0
+        return compare_build(args.compare_build, root)
     if args.from_build is not None and not args.check:
         build = Path(args.from_build) if args.from_build else default_build(root)
         print(f"sync: wrote {_rel(write_site_data(build, root), root)} from {build}")

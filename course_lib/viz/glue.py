@@ -10,7 +10,8 @@ myst-nb's glue output itself.
 
 Numbers for the prose: ``sci`` writes one in scientific notation as a reader does;
 ``table_column`` writes a column of a glued markdown table in one precision (the tables the
-code prints, Chapter 5's, are ``course_lib.handcalc.worksheet.table_cells``).
+code prints, Chapter 5's, are ``course_lib.handcalc.worksheet.table_cells``). What a chapter
+computes from its numbers for the prose, a reader's notebook keeps (``course_lib.viz.numbers``).
 """
 
 from __future__ import annotations
