@@ -28,15 +28,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 from _common import results_file, write_json  # run from benchmarks/
+from scipy.stats import ttest_ind
 
 from course_lib.config import load_config
 from course_lib.data import corpus_tokens
@@ -62,18 +65,26 @@ CHANGES = {
     "muon": {"optimizer": "muon"},
     "wsd": {"schedule": "wsd"},
 }
-ALL = {
-    "modern": {"norm": "rmsnorm", "mlp": "swiglu", "qk_norm": True, "tie_head": False},
-    "optimizer": "muon",
-    "schedule": "wsd",
-}
-# the speedrun: the chapter's shape with the changes that pay for their time on a CPU
+# "all": every change of CHANGES at once except the mixture of experts, whose experts would
+# replace the same feed-forward network that SwiGLU replaces
+ALL_CHANGES = [k for k in CHANGES if k != "moe"]
+ALL: dict = {"modern": {}}
+for _k in ALL_CHANGES:
+    for _field, _value in CHANGES[_k].items():
+        if _field == "modern":
+            ALL["modern"].update(_value)
+        else:
+            ALL[_field] = _value
+# the speedrun: the chapter's shape with the changes that won the ablation, Muon's rate from
+# ``--part tune`` (MUON_RATES swept)
 SPEEDRUN = {
-    "modern": {"mlp": "swiglu", "tie_head": False},
+    "modern": {"qk_norm": True, "tie_head": False},
     "optimizer": "muon",
+    "muon_lr": 0.02,
     "schedule": "wsd",
 }
-SPEEDRUN_STEPS = {"speedrun-short": 360, "speedrun": 540}  # chapter-shaped steps
+MUON_RATES = (0.02, 0.04, 0.08)
+SPEEDRUN_STEPS = {"speedrun-short": 360, "speedrun": 480}  # chapter-shaped steps
 
 
 def recipe(name: str, config: str, **changes) -> Recipe:
@@ -104,6 +115,31 @@ def summary(run: Run) -> dict:
     }
 
 
+def _ablation_seed(
+    seed: int, variants: list[Recipe], steps: list[int], threads: int, eval_every: int
+) -> list[dict]:
+    """One seed of the ablation: every variant trained side by side (a worker process's job:
+    it loads the corpus itself). Returns each run's record and times as plain data."""
+    torch.set_num_threads(threads)
+    tok, train, val = corpus_tokens(load_config(CONFIGS / "chapter.json"))
+    runs = [
+        Run(v.with_steps(s).with_seed(seed), train, val, tok.vocab_size)
+        for v, s in zip(variants, steps)
+    ]
+    race(runs, eval_every=eval_every, chunk=10)
+    return [
+        {
+            "name": r.recipe.name,
+            "steps": r.step_count,
+            "seconds": r.seconds,
+            "cpu_seconds": r.cpu_seconds,
+            "params": sum(p.numel() for p in r.model.parameters()),
+            "record": r.record,
+        }
+        for r in runs
+    ]
+
+
 def ablation(args, data, out: dict, save) -> None:
     tok, train, val = data
     chapter = recipe("chapter", "chapter")
@@ -112,43 +148,77 @@ def ablation(args, data, out: dict, save) -> None:
     variants.append(replace(chapter, name="all", **ALL))
     probe = [Run(v.with_steps(10_000), train, val, tok.vocab_size) for v in variants]
     per_step = seconds_per_step(probe, probe_steps=args.probe_steps)
+    del probe
     steps = steps_for_budget(per_step, args.ref_steps)
     print("CPU milliseconds per step, measured side by side:")
     for n, t, s in zip(names, per_step, steps):
         print(f"  {n:12s} {t * 1e3:7.1f} ms  -> {s} steps")
-    by_name: dict[str, list[Run]] = {n: [] for n in names}
-    for seed in args.seeds:  # one seed at a time, all variants side by side; saved after each
-        runs = [
-            Run(v.with_steps(s).with_seed(seed), train, val, tok.vocab_size)
-            for v, s in zip(variants, steps)
-        ]
-        race(runs, eval_every=args.eval_every, chunk=10)
-        for run in runs:
-            by_name[run.recipe.name].append(run)
-        out["ablation"] = ablation_table(args, names, per_step, by_name)
+    by_name: dict[str, list[dict]] = {n: [] for n in names}
+    load = [os.getloadavg()[0]]
+
+    def collect(results: list[dict]) -> None:  # one seed's runs; the table is saved after each
+        for r in results:
+            by_name[r["name"]].append(r)
+        load.append(os.getloadavg()[0])
+        out["ablation"] = ablation_table(args, names, per_step, by_name, load)
         save()
 
+    job = (variants, steps, args.threads, args.eval_every)
+    if args.jobs == 1:
+        for seed in args.seeds:  # one seed at a time, all variants side by side
+            collect(_ablation_seed(seed, *job))
+    else:  # seeds in parallel processes (each still runs its variants side by side)
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
+            for results in pool.map(
+                _ablation_seed, args.seeds, *([j] * len(args.seeds) for j in job)
+            ):
+                collect(results)
 
-def ablation_table(args, names, per_step, by_name) -> dict:
-    target = statistics.mean(r.record["val"][-1] for r in by_name["chapter"])
+
+def welch(a: list[float], b: list[float]) -> dict:
+    """Welch's t-test of mean(a) - mean(b) (scipy.stats.ttest_ind, unequal variances): the
+    difference, its 95 % confidence interval and the two-sided p-value."""
+    res = ttest_ind(a, b, equal_var=False)
+    ci = res.confidence_interval(0.95)
+    return {
+        "difference": statistics.mean(a) - statistics.mean(b),
+        "ci95": [float(ci.low), float(ci.high)],
+        "p": float(res.pvalue),
+        "df": float(res.df),
+    }
+
+
+def ablation_table(args, names, per_step, by_name, load) -> dict:
+    ref_finals = [r["record"]["val"][-1] for r in by_name["chapter"]]
+    target = statistics.mean(ref_finals)
     table = {}
     for n, rs in by_name.items():
-        finals = [r.record["val"][-1] for r in rs]
+        finals = [r["record"]["val"][-1] for r in rs]
         table[n] = {
-            "steps": rs[0].step_count,
+            "steps": rs[0]["steps"],
             "ms_per_step": per_step[names.index(n)] * 1e3,
-            "seconds": [r.seconds for r in rs],
-            "cpu_seconds": [r.cpu_seconds for r in rs],
-            "params": sum(p.numel() for p in rs[0].model.parameters()),
+            "seconds": [r["seconds"] for r in rs],
+            "cpu_seconds": [r["cpu_seconds"] for r in rs],
+            "params": rs[0]["params"],
             "final_val": finals,
             "mean": statistics.mean(finals),
             "std": statistics.stdev(finals) if len(finals) > 1 else 0.0,
-            "to_target": [time_to_target(r.record, target) for r in rs],
-            "curves": [r.record for r in rs],
+            "to_target": [time_to_target(r["record"], target) for r in rs],
+            "curves": [r["record"] for r in rs],
         }
+        if n != "chapter" and len(finals) > 1:
+            table[n]["welch"] = welch(finals, ref_finals)
+        w = table[n].get("welch")
         print(
             f"{n:12s} {table[n]['steps']:5d} steps  val {table[n]['mean']:.3f} "
-            f"± {table[n]['std']:.3f} ({len(finals)} seeds)",
+            f"± {table[n]['std']:.3f} ({len(finals)} seeds)"
+            + (
+                f"  diff {w['difference']:+.3f} [{w['ci95'][0]:+.3f}, {w['ci95'][1]:+.3f}] "
+                f"p={w['p']:.2g}"
+                if w
+                else ""
+            ),
             flush=True,
         )
     return {
@@ -156,10 +226,46 @@ def ablation_table(args, names, per_step, by_name) -> dict:
         "ref_steps": args.ref_steps,
         "seeds": args.seeds[: len(by_name["chapter"])],
         "clock": "cpu",
+        "threads": args.threads,
+        "jobs": args.jobs,
         "target": target,
+        "changes": {k: v for k, v in CHANGES.items()},
+        "all": ALL,
+        "all_changes": ALL_CHANGES,
         "variants": table,
+        "load_average": load,
         "machine": machine(),
     }
+
+
+def tune(args, data, out: dict, save) -> None:
+    """Muon's peak rate for the speedrun recipe: each rate of ``MUON_RATES`` trains the recipe
+    over its full length (the one aimed at the chapter's loss), all side by side; the lowest
+    final validation loss wins (one seed: a sweep, not a verdict)."""
+    tok, train, val = data
+    steps = SPEEDRUN_STEPS["speedrun"]
+    runs = [
+        Run(
+            recipe(f"muon_lr={lr:g}", "chapter", **{**SPEEDRUN, "muon_lr": lr}).with_steps(steps),
+            train,
+            val,
+            tok.vocab_size,
+        )
+        for lr in MUON_RATES
+    ]
+    race(runs, eval_every=args.eval_every, chunk=10)
+    finals = {lr: run.record["val"][-1] for lr, run in zip(MUON_RATES, runs)}
+    for lr, v in finals.items():
+        print(f"  muon_lr {lr:g}: final val {v:.3f}", flush=True)
+    out["tune"] = {
+        "recipe": {k: v for k, v in SPEEDRUN.items() if k != "muon_lr"},
+        "steps": steps,
+        "final_val": {f"{lr:g}": v for lr, v in finals.items()},
+        "best": min(finals, key=finals.get),
+        "curves": {f"{lr:g}": run.record for lr, run in zip(MUON_RATES, runs)},
+        "machine": machine(),
+    }
+    save()
 
 
 def run_race(args, data, out: dict, save) -> None:
@@ -220,10 +326,11 @@ def run_race(args, data, out: dict, save) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", choices=("all", "race", "ablation"), default="all")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--ref-steps", type=int, default=150)
+    ap.add_argument("--part", choices=("all", "race", "ablation", "tune"), default="all")
+    ap.add_argument("--threads", type=int, default=2, help="threads per training process")
+    ap.add_argument("--jobs", type=int, default=1, help="ablation seeds trained in parallel")
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--ref-steps", type=int, default=250)
     ap.add_argument("--probe-steps", type=int, default=30)
     ap.add_argument("--eval-every", type=int, default=50, help="steps between evaluations")
     ap.add_argument("--scale", type=float, default=1.0, help="race steps x this (a shorter race)")
@@ -240,6 +347,8 @@ def main(argv: list[str] | None = None) -> dict:
     data = corpus_tokens(load_config(CONFIGS / "chapter.json"))
     if args.part in ("all", "ablation"):
         ablation(args, data, out, save)
+    if args.part == "tune":  # not part of "all": SPEEDRUN's muon_lr holds its result
+        tune(args, data, out, save)
     if args.part in ("all", "race"):
         run_race(args, data, out, save)
     return out

@@ -24,6 +24,9 @@ the check in the fast tier. Kinds:
 input a build produces: ``./course sync --from-build [BUILD]`` rewrites it from a build folder
 (default: ``_build``, else the test build ``test-output/book/_build``) before syncing;
 ``--compare-build BUILD`` only says whether it is current (``./course build`` runs it).
+``--glue-from-run PAGE.md ...`` refreshes only those pages' glue values, by running each page
+in a fresh kernel (quicker than a build when a few chapters changed; a new label or figure
+number still needs a build).
 
 Adding a kind: write ``def _plan_x(root) -> list[Change]`` and add it to ``KINDS``.
 """
@@ -254,6 +257,20 @@ def write_site_data(build: Path, root: Path = ROOT) -> Path:
     return target
 
 
+def write_page_glue(md: Path, root: Path = ROOT) -> Path:
+    """Replace one page's glue values in ``notebooks/site.json`` by those of a run of it."""
+    from .reader import SITE_DATA, load_site_data, site_data_text, site_glue_from_run
+
+    md = Path(md).resolve()
+    page = md.relative_to(Path(root).resolve()).with_suffix("").as_posix()
+    data = load_site_data(root)
+    data.setdefault("pages", {})[page] = {"glue": site_glue_from_run(md, root)}
+    data["pages"] = dict(sorted(data["pages"].items()))
+    target = Path(root) / SITE_DATA
+    target.write_text(site_data_text(data), encoding="utf-8")
+    return target
+
+
 def default_build(root: Path = ROOT) -> Path:
     for candidate in (root / "_build", root / "test-output" / "book" / "_build"):
         if (candidate / ".doctrees" / "environment.pickle").is_file():
@@ -282,6 +299,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="BUILD",
         help="first rewrite notebooks/site.json from a build folder",
+    )
+    parser.add_argument(
+        "--glue-from-run",
+        nargs="+",
+        type=Path,
+        metavar="PAGE.md",
+        help="first refresh these pages' glue values in notebooks/site.json by running them",
     )
     parser.add_argument(
         "--compare-build",
@@ -319,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_build is not None and not args.check:
         build = Path(args.from_build) if args.from_build else default_build(root)
         print(f"sync: wrote {_rel(write_site_data(build, root), root)} from {build}")
+    if args.glue_from_run and not args.check:
+        for md in args.glue_from_run:
+            print(f"sync: {_rel(write_page_glue(md, root), root)}: glue of {md} from a run")
     if args.check:
         stale = plan(root, args.kind)
         for kind, c in stale:
