@@ -31,7 +31,6 @@ from statistics import NormalDist
 import numpy as np
 import torch
 import torch.nn.functional as F
-from scipy.stats import binom, binomtest
 
 __all__ = [
     "completion_logprobs",
@@ -163,6 +162,8 @@ def mcnemar_test(a_right, b_right) -> dict:
     p-value of the exact binomial test of only_a out of only_a + only_b at 1/2 (1 when the two
     never disagree). The items both get right or both get wrong say nothing about which is
     better, so they do not enter."""
+    from scipy.stats import binomtest
+
     a, b = [bool(x) for x in a_right], [bool(x) for x in b_right]
     if len(a) != len(b) or not a:
         raise ValueError(
@@ -200,6 +201,8 @@ def mcnemar_power(n: int, p_disagree: float, gap: float, alpha: float = 0.05) ->
     the first model wins Binomial(d, q) with q = (p_disagree + gap) / (2 p_disagree); the test
     rejects when min(only_a, only_b) <= c_d, c_d the largest count whose two tails at 1/2 sum
     to at most alpha. Power = sum over d of P(d) P(reject | d)."""
+    from scipy.stats import binom
+
     _check_paired(p_disagree, gap, alpha)
     d = np.arange(n + 1)  # (n + 1,): every possible number of disagreements
     # c_d: the largest c with P(X <= c) <= alpha / 2 for X ~ Binomial(d, 1/2) (-1: none)
