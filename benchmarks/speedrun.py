@@ -84,7 +84,7 @@ SPEEDRUN = {
     "schedule": "wsd",
 }
 MUON_RATES = (0.02, 0.04, 0.08)
-SPEEDRUN_STEPS = {"speedrun-short": 360, "speedrun": 480}  # chapter-shaped steps
+SPEEDRUN_STEPS = {"speedrun-short": 330, "speedrun": 450}  # chapter-shaped steps
 
 
 def recipe(name: str, config: str, **changes) -> Recipe:
@@ -275,6 +275,12 @@ def run_race(args, data, out: dict, save) -> None:
         recipes.append(recipe(name, "chapter", **SPEEDRUN).with_steps(steps))
     if args.scale != 1:  # a shorter race: its targets are the shorter reference runs' losses
         recipes = [r.with_steps(max(10, round(r.train.max_steps * args.scale))) for r in recipes]
+    # each recipe's CPU seconds per step, measured side by side on fresh copies: with the
+    # steps to a target they give a time ratio that does not depend on the machine's load
+    probe = [Run(r.with_steps(10_000), train, val, tok.vocab_size) for r in recipes]
+    per_step = dict(zip((r.name for r in recipes), seconds_per_step(probe, args.probe_steps)))
+    del probe
+    load = [os.getloadavg()[0]]
     runs = [Run(r, train, val, tok.vocab_size) for r in recipes]
     # one evaluation set for all (the baseline's: 10 batches of 32 windows)
     for run in runs:
@@ -283,8 +289,9 @@ def run_race(args, data, out: dict, save) -> None:
     def report() -> dict:
         res = {run.recipe.name: summary(run) for run in runs}
         targets = {t: res[t]["final_val"] for t in ("baseline", "chapter")}
-        for r in res.values():
+        for name, r in res.items():
             r["to_target"] = {t: time_to_target(r["curve"], v) for t, v in targets.items()}
+            r["ms_per_step"] = per_step[name] * 1e3
         out["race"] = {
             "targets": targets,
             "complete": all(run.done for run in runs),
@@ -292,6 +299,8 @@ def run_race(args, data, out: dict, save) -> None:
             "speedrun_recipe": SPEEDRUN,
             "speedrun_steps": {r.name: r.train.max_steps for r in recipes[2:]},
             "runs": res,
+            "threads": args.threads,
+            "load_average": [*load, os.getloadavg()[0]],
             "machine": machine(),
         }
         save()
