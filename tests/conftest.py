@@ -2,10 +2,12 @@
 
 ``built_book``: one clean build of the whole site per test session, into
 ``test-output/book`` (``jupyter-book build -W --keep-going`` with ``raise_on_error``, in a
-fresh folder so no execution cache can hide a failing cell). Set ``COURSE_REUSE_BUILD=1`` to
-reuse the previous test build while iterating on tests (never in CI). Where Chromium is
-installed it first builds the single page and prints the whole-book PDF (``tools/pdf.py``),
-as ``./course build`` does; ``built_pdf`` is that PDF.
+fresh folder so no execution cache can hide a failing cell). Its chapters execute in the fresh
+Colab (``fresh_colab``, ``tests/colab_env.py``): one execution of each chapter serves the PDF,
+the HTML pages, the tests that read the build and the check that a chapter runs on Colab. Set
+``COURSE_REUSE_BUILD=1`` to reuse the previous test build while iterating on tests (never in
+CI). Where Chromium is installed it first builds the single page and prints the whole-book PDF
+(``tools/pdf.py``), as ``./course build`` does; ``built_pdf`` is that PDF.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import colab_env
 import pytest
 import torch
 
@@ -25,9 +28,90 @@ TEST_OUTPUT = ROOT / "test-output"
 BOOK_OUT = TEST_OUTPUT / "book"
 
 
+# --------------------------------------------------------------------------- time limits
+# Every test has a time limit (pytest-timeout; the default is ``timeout`` in pyproject.toml,
+# longer ones are marked on the tests), counted from its set-up, so a hung test fails naming
+# itself. A fixture shared by many tests runs once, in the set-up of whichever test asks for it
+# first: these give that test this many seconds more for the fixture's work (measured on the
+# 2-core machine under load; CONTRIBUTING.md, "Tests").
+FIXTURE_SECONDS = {
+    "built_book": 3600,  # the clean build: the PDF's single page (every chapter runs), the HTML
+    "fresh_colab": 900,  # a new venv with Colab's packages, course_lib from the set-up cell
+    "graded": 2400,  # tests/test_exercises.py: every exercise notebook graded, all variants
+    "batch": 900,  # tests/test_grade.py: a class graded with --batch
+    "hostile": 900,  # tests/test_sandbox.py, tests/test_forgery.py: hostile submissions graded
+    "worked": 600,  # tests/test_experiment_exercises.py: the worked example's runs
+    "race": 600,  # tests/test_experiment_exercises.py: the tuned-rates race
+    "notebook": 600,  # tests/test_assemble_exercise.py, test_translation_exercise.py
+}
+
+
+def extend_time_limit(fixture: str) -> None:
+    """Add ``FIXTURE_SECONDS[fixture]`` to the running test's time limit (pytest-timeout's
+    SIGALRM timer, which runs through set-up)."""
+    import signal
+    import threading
+
+    extra = FIXTURE_SECONDS.get(fixture, 0)
+    if (
+        extra
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    ):
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, left + extra)
+
+
+class TimeLimits:
+    """A plugin of the whole session (registered in ``pytest_configure``): a hook in this
+    conftest would not see the set-up of session-scoped fixtures, which pytest runs through the
+    session's hooks, not this folder's."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        extend_time_limit(fixturedef.argname)
+        yield
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(TimeLimits(), "course-time-limits")
+
+
 @pytest.fixture(scope="session")
-def built_book() -> Path:
-    """Path of the build folder (``.../_build``) of a clean, warning-free site build.
+def fresh_colab(tmp_path_factory):
+    """A new venv with only Colab's preinstalled packages and ``course_lib`` from the set-up
+    cell (``tests/colab_env.py``): built once per test session (and shared by pytest-xdist
+    workers, like the book build)."""
+    import types
+
+    from browser_support import merge_report
+
+    state, built_here = colab_env.ensure(tmp_path_factory.mktemp("setup"))
+    times: dict[str, float] = {}
+    yield types.SimpleNamespace(
+        **{
+            **state,
+            "python": Path(state["python"]),
+            "kernels": Path(state["kernels"]),
+            "source": Path(state["source"]),
+        },
+        times=times,
+    )
+    keys = ("venv_seconds", "setup_cell_seconds") if built_here else ()  # counted once
+    part = {k: state[k] for k in (*keys, "preinstalled", "installed_by_setup_cell")}
+    part.update(
+        notebooks=times, notebooks_run=len(times), notebook_seconds=round(sum(times.values()), 1)
+    )
+    merge_report(
+        TEST_OUTPUT / "colab-report.json", os.environ.get("PYTEST_XDIST_WORKER", "main"), part
+    )
+
+
+@pytest.fixture(scope="session")
+def built_book(request) -> Path:
+    """Path of the build folder (``.../_build``) of a clean, warning-free site build, whose
+    chapters executed in the fresh Colab (``fresh_colab``'s ``python3`` kernel).
 
     Under pytest-xdist the workers share one build: the first builds under a file lock, the
     others find the marker of this test run and reuse it.
@@ -46,7 +130,9 @@ def built_book() -> Path:
             return build
         marker.unlink(missing_ok=True)
         shutil.rmtree(BOOK_OUT, ignore_errors=True)
-        _build_pdf_first()
+        env = colab_env.build_env(vars(request.getfixturevalue("fresh_colab")))
+        colab_env.KERNEL_LOG.unlink(missing_ok=True)
+        _build_pdf_first(env)
         jb = Path(sys.executable).with_name("jupyter-book")
         cmd = [
             str(jb),
@@ -59,7 +145,7 @@ def built_book() -> Path:
             "-W",
             "--keep-going",
         ]
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
         log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
         if proc.returncode != 0:
             lines = [
@@ -79,7 +165,7 @@ def built_book() -> Path:
 PDF_LOG = TEST_OUTPUT / "pdf-build.log"
 
 
-def _build_pdf_first() -> None:
+def _build_pdf_first(env: dict[str, str]) -> None:
     """As ``./course build`` does, where Chromium is installed: the single-page build and the
     whole-book PDF (``tools/pdf.py``) before the HTML build, which then links the PDF. The
     single-page build executes the chapters (the HTML build reuses them): its failure is the
@@ -90,7 +176,7 @@ def _build_pdf_first() -> None:
     PDF_LOG.unlink(missing_ok=True)
     if chromium_path() is None:
         return
-    proc = build_singlehtml(BOOK_OUT, capture=True)
+    proc = build_singlehtml(BOOK_OUT, capture=True, env=env)
     log = TEST_OUTPUT / "book-build-singlehtml.log"
     log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0:

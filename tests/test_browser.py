@@ -62,6 +62,7 @@ COLAB_RE = re.compile(
 )
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 DESKTOP = {"width": 1366, "height": 900}
+LAPTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 MIN_CONTRAST = 4.5  # WCAG 2 AA, normal text
 FAILING_IMPACTS = ("critical", "serious")
@@ -469,6 +470,34 @@ def test_a_widget_renders(visit, site_dir, report):
         assert not v.errors, f"{path}: JavaScript errors: {v.errors}"
         assert not v.failures(), f"{path}: failed requests: {v.failures()}"
         report["widgets_rendered"] += v.page.locator(".widget-interact").count()
+
+
+def test_the_intro_has_a_card_for_every_chapter(visit):
+    """The intro's "parts of the course": every chapter of every part of ``_toc.yml`` is linked
+    from a card, shown at 1280x800 and on a phone (Chapters 13-15 had none: issue 35)."""
+    from tools.toc import toc_parts
+
+    v = visit("book/intro.html")
+    problems = []
+    for size in (LAPTOP, PHONE):
+        v.page.set_viewport_size(size)
+        cards = v.page.evaluate(
+            "[...document.querySelectorAll('article .sd-card')].map(c => ({"
+            " title: (c.querySelector('.sd-card-title') || c).innerText.trim(),"
+            " shown: c.checkVisibility() && c.getBoundingClientRect().right <= innerWidth,"
+            " links: [...c.querySelectorAll('a[href]')].map(a => new URL(a.href).pathname)}))"
+        )
+        for caption, chapters in toc_parts(source_root()):
+            for chapter in chapters:
+                holders = [
+                    c for c in cards if any(p.endswith(f"/{chapter}.html") for p in c["links"])
+                ]
+                if not holders:
+                    problems.append(f"{size['width']} px: no card links {chapter} ({caption})")
+                elif not all(c["shown"] for c in holders):
+                    problems.append(f"{size['width']} px: the card of {chapter} is not shown")
+    assert not problems, "\n".join(problems)
+    assert not v.errors, v.errors
 
 
 def test_search_finds_attention(visit):

@@ -1,16 +1,12 @@
 """The code a reader sees on the site fits the code box: every shown code cell is formatted by
 ruff (tools/format_code.py, settings in pyproject.toml) and no line of it is wider than
-WIDTH columns, ``glue(...)`` bookkeeping aside (the site hides it: book/_ext/course_glue.py)."""
-
-import sys
+WIDTH columns, ``glue(...)`` bookkeeping aside (the site hides it: tools/glue_code.py)."""
 
 import pytest
 
 from tools import ROOT
 from tools.format_code import WIDTH, code_cells, format_page, pages, place_comments
-
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from course_glue import strip_glue  # noqa: E402
+from tools.glue_code import strip_glue
 
 PAGES = [p.relative_to(ROOT).as_posix() for p in pages()]
 

@@ -6,12 +6,13 @@ difference, so neither can be the test), every set-up cell is the generated one,
 cell does nothing outside Colab and installs from ``_config.yml``'s repository inside it, and
 Colab links name notebooks that exist (a chapter's link opens its reader notebook).
 
-Slow ("fresh Colab"): a new virtual environment with only torch 2.13.0, numpy, matplotlib,
-ipywidgets and ipykernel (no ``course_lib``) runs every chapter's reader notebook (what "Open
-in Colab" opens, ``notebooks/``) and every solution notebook top to bottom with nbclient, each in a
-clean kernel and an empty working
-folder, the set-up cell installing ``course_lib`` from the local checkout through
-``COURSE_LIB_SOURCE``. Timings go to ``test-output/colab-report.json``.
+Slow ("fresh Colab", tests/colab_env.py): a new virtual environment with only Colab's packages
+(torch 2.13.0, numpy, matplotlib, ipywidgets, ipykernel, ...; no ``course_lib``) gets
+``course_lib`` from the set-up cell (installed from this checkout through ``COURSE_LIB_SOURCE``).
+Every chapter runs there once, in the clean test build, whose kernel is that venv's (what "Open
+in Colab" opens is the chapter's reader notebook, the same code cells: tests/test_reader.py);
+every solution notebook runs there top to bottom with nbclient, each in a clean kernel and an
+empty working folder. Timings go to ``test-output/colab-report.json``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -31,28 +31,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from browser_support import merge_report, run_id
+from colab_env import KERNEL_LOG, PREINSTALLED, TEST_OUTPUT
 
 from tools import ROOT, colab, reader
 
-TEST_OUTPUT = ROOT / "test-output"
 CHAPTERS = colab.chapter_paths(ROOT)
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
-# What Colab already has; the fresh environment gets exactly these (pinned as in the course).
-# Colab preinstalls scikit-learn, and tokenizers with transformers (Part IV uses both), and
-# altair (the chapters' explorers, course_lib.viz.explorers).
-PREINSTALLED = [
-    "torch",
-    "numpy",
-    "matplotlib",
-    "ipywidgets",
-    "ipykernel",
-    "scikit-learn",
-    "tokenizers",
-    "altair",
-    # Colab ships Hugging Face transformers; Chapter 12 compares MiniGPT with its GPT-2
-    "transformers",
-]
 
 
 def _rel(p: Path) -> str:
@@ -320,155 +304,6 @@ def test_check_command_reports_and_exits_nonzero(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------- fresh Colab
-def _pins() -> dict[str, str]:
-    pins = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
-        m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s#]+)", line.strip())
-        if m:
-            pins[m.group(1).lower()] = m.group(2)
-    return pins
-
-
-def _freeze(python: Path) -> dict[str, str]:
-    out = subprocess.run(
-        [str(python), "-m", "pip", "list", "--format=json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(out)}
-
-
-def _snapshot_checkout(dest: Path) -> Path:
-    """What a clone of the repository holds for pip: the package and its metadata. (pip
-    builds a local directory in place, leaving build/ behind; a copy keeps the checkout clean.)"""
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md", "MANIFEST.in", "setup.cfg", "setup.py", "LICENSE"):
-        if (ROOT / name).exists():
-            shutil.copy(ROOT / name, dest / name)
-    shutil.copytree(
-        ROOT / "course_lib",
-        dest / "course_lib",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
-    )
-    return dest
-
-
-def _build_fresh_colab(venv: Path, workdir: Path) -> dict:
-    """Create the venv, run the set-up cell once on its own, write the kernel spec."""
-    shutil.rmtree(venv, ignore_errors=True)
-    state: dict = {"run_id": run_id()}
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    pins = _pins()
-    reqs = [f"{name}=={pins[name]}" if name in pins else name for name in PREINSTALLED]
-    assert "torch==2.13.0" in reqs, "requirements.txt must pin torch==2.13.0"
-    proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", *reqs], capture_output=True, text=True
-    )
-    assert proc.returncode == 0, f"could not build the fresh-Colab venv:\n{proc.stderr[-3000:]}"
-    state["venv_seconds"] = round(time.perf_counter() - start, 1)
-    state["preinstalled"] = reqs
-    state["before"] = before = _freeze(python)
-    assert "course-lib" not in before
-
-    source = _snapshot_checkout(TEST_OUTPUT / "colab-source")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "JPY_PARENT_PID")
-    }
-    env.update(
-        {
-            colab.ENV_VAR: str(source),
-            "PYTHONNOUSERSITE": "1",
-            "PYTHONHASHSEED": "0",
-            "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-        }
-    )
-    state["env"] = env
-    # The set-up cell once, on its own, to see exactly what it installs.
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [str(python), "-c", colab.setup_cell_source(ROOT)],
-        env=env,
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, f"the set-up cell failed in the fresh venv:\n{proc.stderr[-3000:]}"
-    state["setup_cell_seconds"] = round(time.perf_counter() - t0, 1)
-    state["after"] = after = _freeze(python)
-    state["installed_by_setup_cell"] = sorted(
-        f"{n}=={v}" for n, v in after.items() if before.get(n) != v
-    )
-    # The notebooks' own set-up cells then install the same code as a prebuilt wheel: pip
-    # building the package from source with build isolation costs ~15 s per notebook.
-    wheels = TEST_OUTPUT / "colab-wheel"
-    shutil.rmtree(wheels, ignore_errors=True)
-    proc = subprocess.run(
-        [str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, f"could not build the course_lib wheel:\n{proc.stderr[-3000:]}"
-    env[colab.ENV_VAR] = str(next(wheels.glob("course_lib-*.whl")))
-
-    kernels = TEST_OUTPUT / "colab-kernels"
-    shutil.rmtree(kernels, ignore_errors=True)
-    (kernels / "colab-fresh").mkdir(parents=True)
-    (kernels / "colab-fresh" / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "fresh Colab",
-                "language": "python",
-            }
-        )
-    )
-    state["python"], state["kernels"] = str(python), str(kernels)
-    state["source"] = str(source / "course_lib")
-    return state
-
-
-@pytest.fixture(scope="session")
-def fresh_colab(tmp_path_factory):
-    """A new venv with only Colab's preinstalled packages: built once per test session (and
-    shared by pytest-xdist workers, like the book build)."""
-    from filelock import FileLock
-
-    TEST_OUTPUT.mkdir(exist_ok=True)
-    venv, state_file = TEST_OUTPUT / "colab-venv", TEST_OUTPUT / "colab-venv.json"
-    built_here = False
-    with FileLock(str(TEST_OUTPUT / "colab-venv.lock")):
-        state = json.loads(state_file.read_text()) if state_file.exists() else {}
-        if state.get("run_id") != run_id() or not (venv / "bin" / "python").exists():
-            built_here = True
-            state_file.unlink(missing_ok=True)
-            state = _build_fresh_colab(venv, tmp_path_factory.mktemp("setup"))
-            state_file.write_text(json.dumps(state, indent=1))
-    times: dict[str, float] = {}
-    yield types.SimpleNamespace(
-        **{
-            **state,
-            "python": Path(state["python"]),
-            "kernels": Path(state["kernels"]),
-            "source": Path(state["source"]),
-        },
-        times=times,
-    )
-    keys = ("venv_seconds", "setup_cell_seconds") if built_here else ()  # counted once
-    part = {k: state[k] for k in (*keys, "preinstalled", "installed_by_setup_cell")}
-    part.update(
-        notebooks=times, notebooks_run=len(times), notebook_seconds=round(sum(times.values()), 1)
-    )
-    merge_report(
-        TEST_OUTPUT / "colab-report.json", os.environ.get("PYTEST_XDIST_WORKER", "main"), part
-    )
-
-
 @pytest.mark.slow
 def test_fresh_colab_setup_installs_only_course_lib(fresh_colab):
     """Colab's torch, numpy, matplotlib, ipywidgets are left alone; course_lib is added (and a
@@ -550,13 +385,34 @@ def _with_requirements(names: list[str]) -> set[str]:
     return seen
 
 
-# What a Colab reader opens: each chapter's reader notebook (its code cells are the paired
-# notebook's, tests/test_reader.py) and each solution notebook.
-NOTEBOOKS = [reader.reader_path(md) for md in CHAPTERS] + SOLUTIONS
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_rel)
+def test_every_chapter_ran_in_fresh_colab(built_book, fresh_colab):
+    """What a Colab reader opens from a chapter is its reader notebook, whose code cells are the
+    chapter's (tests/test_reader.py). The clean test build executed every chapter in the fresh
+    Colab's kernel (``python3`` there, tests/colab_env.py), each once, in an empty folder: every
+    kernel it started ran that venv's Python and its ``course_lib``, never the checkout's, and
+    it started one per chapter."""
+    import sqlite3
+
+    starts = [json.loads(line) for line in KERNEL_LOG.read_text().splitlines() if line]
+    venv = str(TEST_OUTPUT / "colab-venv")
+    for start in starts:
+        assert start["executable"].startswith(venv), start
+        assert (start["course_lib"] or "").startswith(venv), start
+        assert not Path(start["cwd"]).resolve().is_relative_to(ROOT), start
+    db = sqlite3.connect(built_book / ".jupyter_cache" / "global.db")
+    try:
+        executed = {Path(uri).resolve() for (uri,) in db.execute("select uri from nbcache")}
+    finally:
+        db.close()
+    assert {md.resolve() for md in CHAPTERS} <= executed, "chapters the build did not execute"
+    assert len(starts) == len(executed), (len(starts), len(executed))
+
+
+# What a Colab reader opens besides the chapters: each solution notebook (and its exercise).
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # a whole notebook (each cell has nbclient's 900 s as well)
+@pytest.mark.parametrize("notebook", SOLUTIONS, ids=_rel)
 def test_notebook_runs_in_fresh_colab(notebook, fresh_colab, tmp_path):
     """Top to bottom in a clean kernel, in an empty folder (like Colab's /content)."""
     from jupyter_client.kernelspec import KernelSpecManager
@@ -612,3 +468,34 @@ def test_readme_colab_table_is_current():
     assert m.group(1).strip() == out.getvalue().strip(), (
         "README's Colab table is stale: run `./course sync`"
     )
+
+
+@pytest.mark.parametrize("display", [False, True])
+def test_glue_without_myst_nb_writes_what_myst_nb_writes(monkeypatch, display):
+    """The clean test build's kernel (the fresh Colab) has no myst-nb; there ``glue`` writes
+    myst-nb's glue output itself when the build says it runs (``viz.NARROW_ENV``), and only
+    then (on Colab it stays quiet)."""
+    import IPython.display
+    from IPython.display import Markdown
+    from myst_nb.ext import glue as myst_glue_module
+
+    from course_lib import viz
+    from course_lib.viz import glue as course_glue
+
+    shown: list = []
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: shown.append((a, k)))
+    monkeypatch.setattr(myst_glue_module, "ipy_display", lambda *a, **k: shown.append((a, k)))
+    monkeypatch.setattr(course_glue, "_myst_glue", None)
+    values = [("loss", "0.472"), ("ratio", 1.5), ("table", Markdown("| a |\n|---|\n| 1 |"))]
+    for name, value in values:
+        myst_glue_module.glue(name, value, display)
+    theirs = list(shown)
+    shown.clear()
+    monkeypatch.setenv(viz.NARROW_ENV, "1")
+    for name, value in values:
+        course_glue.glue(name, value, display)
+    assert shown == theirs and len(theirs) == len(values)
+    shown.clear()
+    monkeypatch.delenv(viz.NARROW_ENV)
+    course_glue.glue("loss", "0.472", display=False)
+    assert shown == []

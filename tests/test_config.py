@@ -46,6 +46,8 @@ def test_config_has_no_unknown_keys():
 def test_build_fails_loudly_and_executes_with_cache():
     assert CONFIG["execute"]["execute_notebooks"] == "cache"
     assert CONFIG["execute"]["allow_errors"] is False
+    # in an empty folder, as on Colab (the fresh-Colab check relies on the build's execution)
+    assert CONFIG["execute"]["run_in_temp"] is True
     assert CONFIG["sphinx"]["config"]["nb_execution_raise_on_error"] is True
     assert CONFIG["only_build_toc_files"] is True
 

@@ -170,6 +170,7 @@ def test_verdicts_do_not_depend_on_thread_count(graded, stem):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # every solution notebook, run top to bottom in one pytest
 def test_solutions_pass_nbval():
     """The stored outputs of every solution notebook are what a fresh kernel prints (2 threads;
     the outputs were stored with 1)."""

@@ -119,12 +119,12 @@ def mode():
 def test_student_mode_records_plain_outcomes_and_prints_nothing(mode, capsys):
     mode("student")
     checks.begin_cell("c1")
-    checks.check_close("ok", lambda: torch.ones(2), torch.ones(2), hint="h")
-    checks.check_close(
-        "stub", lambda: (_ for _ in ()).throw(NotImplementedError()), torch.ones(2), hint="h"
+    checks.student_check("check_close", "ok", lambda: torch.ones(2))
+    checks.student_check(
+        "check_close", "stub", lambda: (_ for _ in ()).throw(NotImplementedError())
     )
-    checks.check_raises("raises", lambda: int("x"), ValueError, hint="h")
-    checks.check_true("object", lambda: torch.nn.Linear(1, 1), bool, hint="h")
+    checks.student_check("check_raises", "raises", lambda: int("x"))
+    checks.student_check("check_true", "object", lambda: torch.nn.Linear(1, 1))
     res = checks.take_results()
     assert capsys.readouterr().out == ""
     assert [(r["cell"], r["index"], r["name"]) for r in res] == [
@@ -141,8 +141,8 @@ def test_student_mode_records_plain_outcomes_and_prints_nothing(mode, capsys):
 def test_checker_mode_judges_only_what_came_back_and_never_calls_the_student(mode):
     mode("student")
     checks.begin_cell("c1")
-    checks.check_close("right", lambda: torch.ones(2), torch.ones(2), hint="h")
-    checks.check_close("wrong", lambda: torch.zeros(2), torch.ones(2), hint="h")
+    checks.student_check("check_close", "right", lambda: torch.ones(2))
+    checks.student_check("check_close", "wrong", lambda: torch.zeros(2))
     outcomes = checks.take_results()
     mode("checker")
     called = []
@@ -162,6 +162,24 @@ def test_checker_mode_judges_only_what_came_back_and_never_calls_the_student(mod
     checks.begin_cell("c1", [dict(outcomes[0], name="other")])
     checks.check_close("right", lambda: None, torch.ones(2), hint="h")
     assert checks.take_verdicts()[0]["passed"] is False
+
+
+def test_a_full_check_call_is_refused_in_the_students_process(mode):
+    """The student's process runs check cells only as their student programs (``split``): a
+    check_* call there, which would evaluate its reference, is an error, never a recorded check."""
+    mode("student")
+    checks.begin_cell("c1")
+    for call in (
+        lambda: checks.check_close("x", lambda: torch.ones(2), torch.ones(2), hint="h"),
+        lambda: checks.check_true("x", lambda: 1, bool, hint="h"),
+        lambda: checks.check_prediction("x", lambda: 1.0, 1.0, hint="h"),
+    ):
+        with pytest.raises(RuntimeError, match="student program"):
+            call()
+    assert checks.take_results() == []
+    mode("checker")
+    with pytest.raises(RuntimeError, match="student's process only"):
+        checks.student_check("check_close", "x", lambda: torch.ones(2))
 
 
 # --------------------------------------------------------------------------- hostile submissions

@@ -1,18 +1,17 @@
-"""book/_ext/course_glue.py: the site's code cells do not show ``glue(...)`` bookkeeping, and
-nothing else is taken from them."""
+"""``tools/glue_code.py``: the site's code cells (book/_ext/course_glue.py) and the reader
+notebooks' (tools/reader.py) do not show ``glue(...)`` bookkeeping, and nothing else is taken
+from them."""
 
 import ast
 import html as html_lib
 import re
-import sys
 
+import nbformat
 import pytest
 
-from tools import ROOT
+from tools import ROOT, colab, reader
+from tools.glue_code import reader_code, strip_glue
 from tools.toc import toc_files
-
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from course_glue import strip_glue  # noqa: E402
 
 
 def test_glue_calls_go_and_computation_stays():
@@ -91,6 +90,50 @@ def test_a_cell_of_only_glue_becomes_empty_and_unparsable_source_is_kept():
     magic = "%timeit f()\nglue('a', 1)"
     assert strip_glue(magic) == magic
     assert strip_glue("print(1)\n") == "print(1)\n"  # untouched source comes back byte for byte
+
+
+def test_reader_code_leaves_no_glue_and_no_import_only_glue_used():
+    cells = [
+        "import math\nfrom IPython.display import Latex  # for glue\n"
+        "from course_lib import glue, plot, sci  # helpers\n",
+        "x = math.log(2)\nplot(x)\nglue('x', sci(x))\nglue('t', Latex('$x$'))",
+        "try:\n    y = f(1)\nexcept ValueError:\n    # the prose's fallback\n    glue('y', 0)\n",
+        "# numbers for the prose\nglue('a', 1)\n",
+        "print(1)\n",
+    ]
+    out = reader_code(cells)
+    assert out[0] == "import math\nfrom course_lib import plot  # helpers"
+    assert out[1] == "x = math.log(2)\nplot(x);"  # ended in glue (None): shows nothing still
+    assert out[2] == "try:\n    y = f(1)\nexcept ValueError:\n    pass"
+    assert out[3] == ""  # a cell of nothing but glue: the reader notebook drops it
+    assert out[4] == "print(1)\n"  # untouched source comes back byte for byte
+    for src in out:
+        ast.parse(src)
+    # a name the remaining code still uses keeps its import; a long import wraps as ruff's
+    kept = reader_code(["from course_lib import glue, sci\n", "glue('a', sci(1))\nprint(sci(2))"])
+    assert kept == ["from course_lib import sci", "print(sci(2))"]
+    long = "from course_lib.some_long_module import " + ", ".join(f"name_{i}" for i in range(12))
+    wrapped = reader_code([long + ", glue\n", "glue('a', 1)\nprint(name_0)"])[0]
+    assert "glue" not in wrapped and all(len(line) <= 88 for line in wrapped.splitlines())
+    assert ast.parse(wrapped)
+
+
+def test_strip_glue_refuses_an_unknown_mode():
+    with pytest.raises(ValueError, match="empty_blocks"):
+        strip_glue("glue('a', 1)", empty_blocks="drop")
+
+
+@pytest.mark.parametrize("md", colab.chapter_paths(ROOT), ids=lambda p: p.stem)
+def test_reader_notebooks_code_has_no_glue(md):
+    """What Colab opens: no code cell calls or imports ``glue`` (issue 35: 831 calls in 172
+    cells were shown), and every computation of the paired notebook is still there."""
+    nb = nbformat.read(reader.reader_path(md), as_version=4)
+    shown = [c.source for c in nb.cells if c.cell_type == "code"]
+    problems = [src for src in shown if re.search(r"\bglue\b", src)]
+    assert not problems, f"{md.name}: glue in {len(problems)} code cell(s): {problems[0][:200]!r}"
+    pair = nbformat.read(md.with_suffix(".ipynb"), as_version=4)
+    kept = [s for s in reader_code([c.source for c in pair.cells if c.cell_type == "code"]) if s]
+    assert shown == kept, f"{md.name}: the reader notebook's code is not the paired notebook's"
 
 
 @pytest.mark.slow

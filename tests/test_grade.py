@@ -435,7 +435,6 @@ def test_grading_extra_covers_every_third_party_import():
     import importlib.metadata as md
     import re
     import sys
-
     import tomllib
 
     from tools import ROOT

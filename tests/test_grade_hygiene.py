@@ -168,11 +168,13 @@ def test_deep_truncated_huge_and_malformed_json_is_unreadable(tmp_path):
     _unreadable(b"[" * 10_000 + b"]" * 10_000, "nested too deeply")
     _unreadable(b"[" * 500 + b"]" * 500, "nested too deeply")  # within Python's recursion limit
     deep_meta = json.loads(good)
-    node = deep_meta["metadata"]
+    node = deep_meta["metadata"].setdefault("course", {})  # what the grader reads: capped
     for _ in range(MAX_DEPTH):
         node["x"] = {}
         node = node["x"]
     _unreadable(json.dumps(deep_meta).encode(), "nested too deeply")
+    deep_meta["metadata"]["widgets"] = deep_meta["metadata"].pop("course")  # never read: dropped
+    assert "widgets" not in parse_notebook(json.dumps(deep_meta).encode()).metadata
     _unreadable(good[: len(good) // 2], "not valid notebook JSON")
     _unreadable(good.replace(b"dependence", b"d\xe9pendence", 1), "not UTF-8")
     _unreadable(b"", "empty")
@@ -180,9 +182,9 @@ def test_deep_truncated_huge_and_malformed_json_is_unreadable(tmp_path):
     _unreadable(b'{"cells": 3}', "not a list of cells")
     _unreadable(b'{"cells": [1, 2]}', "not a list of cells")
     big = tmp_path / f"big_{STEM}.ipynb"
-    with open(big, "wb") as f:  # 50 MB, sparse: refused by its size before reading
-        f.truncate(50 * 2**20)
-    _unreadable(big, "too large", "50.0 MB")
+    with open(big, "wb") as f:  # sparse, over the file cap: refused by its size before reading
+        f.truncate(notebooks.MAX_BYTES + 2**20)
+    _unreadable(big, "too large", f"{notebooks.MAX_BYTES / 2**20 + 1:.1f} MB")
     _unreadable(b" " * (notebooks.MAX_BYTES + 1), "too large")
     assert parse_notebook(b"\xef\xbb\xbf" + good, "bom.ipynb").cells  # a byte-order mark is fine
 
@@ -375,7 +377,7 @@ def test_a_hostile_folder_is_graded_file_by_file(tmp_path):
     good = nbformat.writes(full).encode()
     (folder / f"truncated_{STEM}.ipynb").write_bytes(good[: len(good) // 2])
     with open(folder / f"huge_{STEM}.ipynb", "wb") as f:
-        f.truncate(50 * 2**20)
+        f.truncate(notebooks.MAX_BYTES + 2**20)
     out = tmp_path / "grades"
     if probe()[0] is None:
         pytest.skip("no bubblewrap sandbox here")

@@ -244,3 +244,19 @@ def test_a_drawn_phone_figure_is_the_narrow_layout():
     assert data["tick_pt"] == 10 and data["panels"] == 1 and data["grid"] == [1, 1]
     # a figure without a drawing of its own still has no narrow layout
     assert P.narrow_bundle(P.finish_figure(_diagram((11, 4), 8, "wide"))) is None
+
+
+def test_numbers_shrunk_side_by_side_are_written_again_when_stacked():
+    """Fig. 10.1: four panels of ten bars side by side left the values over the bars no room,
+    so the wide figure shortens and shrinks them (``fit_slot_numbers``); stacked, each panel
+    is wider, and the phone's layout writes them as the chapter did (7.9 px on a phone, when
+    it kept the shrunk size)."""
+    fig = _bars()
+    wide = [t for ax in fig.axes for t in ax.texts]
+    assert min(t.get_fontsize() for t in wide) < 9 and all(t.get_text() == ".10" for t in wide)
+    narrow = P.narrow_layout(fig)
+    stacked = [t for ax in narrow.axes for t in ax.texts]
+    assert len(stacked) == len(wide)
+    assert {t.get_fontsize() for t in stacked} == {9} and {t.get_text() for t in stacked} == {
+        "0.10"
+    }

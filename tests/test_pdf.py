@@ -301,6 +301,27 @@ def test_no_raw_tex_in_the_text(pdf_text):
     assert not found, "raw TeX in the PDF:\n" + "\n".join(found)
 
 
+#: What a failing cell leaves in its output: a traceback, an OS error, a resolver's words.
+RAW_ERROR = re.compile(
+    r"Traceback \(most recent call last\)|\bgaierror\b|\[Errno -?\d+\]"
+    r"|Name or service not known|Temporary failure in name resolution"
+)
+
+
+@pytest.mark.slow
+def test_no_raw_error_is_printed(pdf_text):
+    """The build machine's errors stay out of the book: Chapter 12 printed "Skipped the download
+    of GPT-2 small: ... gaierror ..." (issue 35); the pages' outputs are checked in the browser
+    (tests/test_content_fit_browser.py)."""
+    found = [
+        f"page {number}: {line.strip()[:100]}"
+        for number, page in enumerate(pdf_text, 1)
+        for line in page.splitlines()
+        if RAW_ERROR.search(line)
+    ]
+    assert not found, "raw errors in the PDF:\n" + "\n".join(found)
+
+
 @pytest.mark.slow
 def test_nothing_is_wider_than_the_page(report, extracted):
     """Code and outputs wrap, wide equations and tables were scaled to the column: the tool's

@@ -1,5 +1,7 @@
 """course_lib.viz.plotting: one style, opaque backgrounds, readable errors."""
 
+import re
+
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
@@ -8,11 +10,14 @@ import torch
 
 from course_lib.attention import sinusoidal_positions
 from course_lib.viz.plotting import (
+    MIN_NUMBER_GAP_EM,
     attention_heatmap,
     bar_probs,
+    finish_figure,
     loss_curve,
     new_figure,
     positional_heatmap,
+    slot_number,
 )
 
 
@@ -33,6 +38,56 @@ def test_attention_heatmap_annotates_weights():
     texts = {t.get_text() for t in fig.axes[0].texts}
     assert {"1.00", "0.00", "0.25", "0.75"} <= texts
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["a", "b"]
+
+
+def _number_gaps_em(fig) -> list[float]:
+    """The gap between horizontally neighbouring numbers of ``fig`` in ems of their text, as
+    drawn (tests/test_content_fit_browser.py measures the same on the site)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    gaps = []
+    for ax in fig.axes:
+        boxes = [
+            (t.get_window_extent(renderer), t.get_fontsize() * fig.dpi / 72)
+            for t in ax.texts
+            if re.fullmatch(r"[-−]?\d*\.\d+", t.get_text())
+        ]
+        for a, em in boxes:
+            right = [b.x0 - a.x1 for b, _ in boxes if b.x0 > a.x0 and abs(b.y0 - a.y0) < 1]
+            if right:
+                gaps.append(min(right) / em)
+    return gaps
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (12, 9), (16, 7), (14, 12), (5, 12)])
+def test_heatmap_numbers_stay_apart_after_the_phone_scaling(shape):
+    """Fig. 14.2 (issue 35): scaled up to be legible on a phone, "0.12" and "0.34" of
+    neighbouring cells ran together; the numbers drop the leading zero, then shrink, until
+    ``MIN_NUMBER_GAP_EM`` fits between them."""
+    rng = np.random.default_rng(0)
+    w = rng.dirichlet(np.ones(shape[1]), size=shape[0])
+    keys = [f"word{i}" for i in range(shape[1])]
+    fig = attention_heatmap(w, keys, [f"q{i}" for i in range(shape[0])])
+    gaps = _number_gaps_em(fig)
+    assert gaps and min(gaps) >= MIN_NUMBER_GAP_EM - 0.01, min(gaps)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert all(t.startswith(("0.", "1.", ".")) for t in texts), texts[:5]
+
+
+def test_numbers_keep_their_leading_zero_where_they_fit():
+    fig = attention_heatmap(torch.tensor([[0.5, 0.5], [0.25, 0.75]]), ["a", "b"])
+    assert {t.get_text() for t in fig.axes[0].texts} == {"0.50", "0.25", "0.75"}
+    fig, ax = new_figure(figsize=(2.0, 2.0))
+    for i, v in enumerate([0.25, -0.5, 0.125]):
+        slot_number(ax, i, 0.5, v, slot=0.3, fontsize=9)  # slots too narrow for "0.25"
+    ax.set_xlim(-0.5, 2.5)
+    finish_figure(fig)
+    shown = [t.get_text() for t in ax.texts]
+    assert shown == [".25", "-.50", ".12"] or shown == [".25", "-.50", ".13"], shown
+    assert min(_number_gaps_em(fig)) >= MIN_NUMBER_GAP_EM - 0.01
 
 
 def test_attention_heatmap_rejects_wrong_shapes():

@@ -79,7 +79,7 @@ def test_live_prediction_must_be_a_number(mode):
 def test_checker_judges_the_order_from_the_saved_notebook(mode, facts, reason):
     mode("student")
     checks.begin_cell("c1")
-    checks.check_prediction("loss", lambda: 4.2, 4.17, hint="h")
+    checks.student_check("check_prediction", "loss", lambda: 4.2)
     outcomes = checks.take_results()
     mode("checker")
     checks.begin_cell("c1", outcomes, facts)
@@ -93,7 +93,7 @@ def test_checker_judges_the_order_from_the_saved_notebook(mode, facts, reason):
 def test_checker_judges_the_value_before_the_order(mode):
     mode("student")
     checks.begin_cell("c1")
-    checks.check_prediction("loss", lambda: 9.0, 4.17, hint="h")
+    checks.student_check("check_prediction", "loss", lambda: 9.0)
     outcomes = checks.take_results()
     mode("checker")
     checks.begin_cell("c1", outcomes, {"answer": 3, "measure": 4, "changed": False})

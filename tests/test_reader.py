@@ -1,8 +1,8 @@
 """Reader notebooks (``notebooks/``, ``tools/reader.py``): what Jupyter and Colab show.
 
 Fast: every reader notebook, its Markdown rendered by nbconvert's renderer (what Jupyter
-shows), holds no MyST markup; its code cells are the source's; the glue formatting is
-myst-nb's; the conversions of each construct on small examples.
+shows), holds no MyST markup; its code cells are the source's (less the glue calls); the glue
+formatting is myst-nb's; the conversions of each construct on small examples.
 
 Slow (after the clean build): ``notebooks/site.json`` is what the build computed, and every
 paragraph of every built page has its numbers in the matching paragraph of the reader
@@ -21,6 +21,7 @@ import nbformat
 import pytest
 
 from tools import ROOT, colab, reader
+from tools.glue_code import reader_code
 
 PAGES = colab.chapter_paths(ROOT)
 
@@ -62,12 +63,15 @@ def test_reader_notebook_shows_no_myst_markup(md):
 
 @pytest.mark.parametrize("md", PAGES, ids=_rel)
 def test_reader_notebook_runs_the_sources_code(md):
-    """The code cells are the paired notebook's, unchanged (so running the notebook recomputes
-    the numbers its prose quotes); no outputs are stored."""
+    """The code cells are the paired notebook's, less their glue bookkeeping
+    (``tools.glue_code.reader_code``; a cell of nothing else goes), so running the notebook
+    recomputes the numbers its prose quotes; no outputs are stored."""
     pair = nbformat.read(md.with_suffix(".ipynb"), as_version=4)
     nb = nbformat.read(reader.reader_path(md), as_version=4)
     code = [(c.id, c.source, c.metadata) for c in nb.cells if c.cell_type == "code"]
-    assert code == [(c.id, c.source, c.metadata) for c in pair.cells if c.cell_type == "code"]
+    cells = [c for c in pair.cells if c.cell_type == "code"]
+    shown = reader_code([c.source for c in cells])
+    assert code == [(c.id, s, c.metadata) for c, s in zip(cells, shown) if s]
     assert all(not c.outputs for c in nb.cells if c.cell_type == "code")
     assert len({c.id for c in nb.cells}) == len(nb.cells), "repeated cell ids"
     assert "jupytext" not in nb.metadata, "a reader notebook must not be paired by jupytext"

@@ -80,6 +80,21 @@ def test_body_fixes():
     assert out.count("<a ") == 2  # b was a link already; the data: image stays as it is
 
 
+def test_every_pre_carries_its_longest_line():
+    """The CSS fits a code or output block's font to its column from ``--course-cols``."""
+    body = (
+        '<div class="highlight"><pre><span></span><span class="n">x</span> = 1\n'
+        "print(&quot;&lt;ab&gt;&quot;)  \n</pre></div>"
+        '<pre style="color: red">12345\n1</pre><pre></pre>'
+    )
+    out = site.column_counts(body)
+    assert '<pre style="--course-cols: 13">' in out  # print("<ab>"), entities as characters
+    assert '<pre style="--course-cols: 5; color: red">' in out
+    assert '<pre style="--course-cols: 0"></pre>' in out
+    assert site.column_counts(out) == out  # once only
+    assert "--course-cols" in site.fix_body(body)
+
+
 def test_head_tags_and_description():
     tags = site.meta_tags("Attention", "Understanding Transformers", 'A "quoted" <page>')
     assert 'content="A &quot;quoted&quot; &lt;page&gt;"' in tags

@@ -70,13 +70,17 @@ NOTEBOOK_DIRS = ("exercises", "solutions")
 
 # --------------------------------------------------------------------------- configuration
 def repository(root: Path = ROOT) -> tuple[str, str]:
-    """(GitHub URL, branch) from ``_config.yml``: the one place that names them."""
+    """(GitHub URL, the branch Colab opens) from ``_config.yml``, the one place that names them:
+    ``repository.url`` and ``sphinx.config.course_colab_branch`` (default: ``repository.branch``,
+    which the site's edit and source links use)."""
     import yaml
 
     config_path = Path(root) / "_config.yml"
     config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
     repo = config.get("repository") or {}
-    url, branch = str(repo.get("url", "")).rstrip("/"), str(repo.get("branch", "") or "main")
+    sphinx_config = (config.get("sphinx") or {}).get("config") or {}
+    url = str(repo.get("url", "")).rstrip("/")
+    branch = str(sphinx_config.get("course_colab_branch") or repo.get("branch") or "main")
     if not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url):
         raise ValueError(
             f"repository.url in {config_path} is {url!r}; Colab needs a GitHub URL of the form "

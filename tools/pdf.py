@@ -315,9 +315,12 @@ def make_pdf(build: Path, out: Path, *, log=print) -> dict:
     return result
 
 
-def build_singlehtml(path_output: Path, capture: bool = False) -> subprocess.CompletedProcess:
+def build_singlehtml(
+    path_output: Path, capture: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """``jupyter-book build --builder singlehtml -W --keep-going`` into ``path_output`` (its
-    ``_build/``, shared with the HTML build: doctrees and execution cache)."""
+    ``_build/``, shared with the HTML build: doctrees and execution cache); ``env``: the
+    build's environment (the kernels that execute the chapters inherit it)."""
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [
         str(jb) if jb.exists() else "jupyter-book",
@@ -330,7 +333,7 @@ def build_singlehtml(path_output: Path, capture: bool = False) -> subprocess.Com
         "-W",
         "--keep-going",
     ]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=capture, text=True, check=False)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=capture, text=True, check=False, env=env)
 
 
 def main(argv: list[str] | None = None) -> int:

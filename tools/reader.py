@@ -5,7 +5,8 @@ cross-references, citations and directives that only Sphinx renders. Jupyter and
 none of it, so the notebook a reader opens ("Open in Colab", the page's download button, the
 README's table) is a *reader notebook*, ``notebooks/<page>.ipynb``, generated here from
 
-- the MyST source (its code cells are kept exactly: running the notebook recomputes the numbers),
+- the MyST source (its code cells are kept, less their ``glue(...)`` bookkeeping
+  (``tools.glue_code``): running the notebook recomputes the numbers),
 - ``notebooks/site.json``: what the executed site build knows that the source does not (every
   page's glue values, labels and their titles or numbers, equation numbers, glossary anchors,
   download paths). ``./course sync --from-build`` rewrites it from a build; the slow test
@@ -828,12 +829,15 @@ def reader_notebook_text(
 
     Cells and their ids come from the page's paired notebook (``tools.colab``; ``pair_text``
     its current text, read from disk when not given), so the code is what the paired notebook
-    runs; Markdown cells are rendered (module docstring); a figure cell is followed by its
-    caption; a last cell lists the references the page cites.
+    runs, less its ``glue(...)`` bookkeeping (``tools.glue_code.reader_code``: the prose
+    already holds the values; a cell that only glued goes); Markdown cells are rendered
+    (module docstring); a figure cell is followed by its caption; a last cell lists the
+    references the page cites.
     """
     import nbformat
 
     from .colab import paired_ipynb_text
+    from .glue_code import reader_code
 
     root = Path(root)
     md = Path(md)
@@ -850,9 +854,14 @@ def reader_notebook_text(
         c.cell_type == "code" and c.get("id") != "colab-setup" and c.source.strip()
         for c in nb.cells
     )
+    code = iter(reader_code([c.source for c in nb.cells if c.cell_type == "code"]))
     cells = []
     for cell in nb.cells:
         cell = copy.deepcopy(cell)
+        if cell.cell_type == "code":
+            cell.source = next(code)
+            if not cell.source.strip():
+                continue  # a cell that only glued values for the prose
         if cell.cell_type == "markdown":
             cell.source = number_headings(render_markdown(cell.source, ctx), headings)
             if not cell.source.strip():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["ROOT", "toc_files", "page_path"]
+__all__ = ["ROOT", "toc_files", "toc_parts", "page_path"]
 
 from . import ROOT
 
@@ -38,6 +38,21 @@ def toc_files(root: Path = ROOT) -> list[str]:
         raise FileNotFoundError(f"no _toc.yml in {root}: run this from the course repository.")
     toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
     return [re.sub(r"\.(md|ipynb|rst)$", "", f) for f in dict.fromkeys(_walk(toc))]
+
+
+def toc_parts(root: Path = ROOT) -> list[tuple[str, list[str]]]:
+    """Each part of ``_toc.yml`` as (caption, its chapters' files without suffix), in reading
+    order; a chapter's sections are not listed (they are reached from their chapter)."""
+    import yaml
+
+    toc = yaml.safe_load((Path(root) / "_toc.yml").read_text(encoding="utf-8"))
+    return [
+        (
+            str(part.get("caption", "")),
+            [re.sub(r"\.(md|ipynb|rst)$", "", c["file"]) for c in part.get("chapters", [])],
+        )
+        for part in toc.get("parts", [])
+    ]
 
 
 def page_path(name: str, root: Path = ROOT) -> Path:

@@ -79,6 +79,8 @@ def copy_notebooks(app, exception):
 
 
 def setup(app):
+    # read by tools/colab.py from _config.yml; declared so that Sphinx knows the value
+    app.add_config_value("course_colab_branch", "main", "html")
     # after sphinx-book-theme adds the buttons (501) and course_links names Colab's (510)
     app.connect("html-page-context", point_buttons, priority=520)
     app.connect("build-finished", copy_notebooks)

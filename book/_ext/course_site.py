@@ -1,6 +1,8 @@
 """The finish of the site: what every page carries besides its text.
 
-- **Look**: ``site_static/course-site.css`` on every page: visible scrollbars where a display
+- **Look**: ``site_static/course-site.css`` on every page: code and outputs fitted to the
+  column on a laptop or a desktop (each ``<pre>`` carries its longest line's length,
+  ``column_counts``; the CSS sizes its font from it), visible scrollbars where a display
   equation, code or an output is wider than the column (phones and Macs hide unstyled ones),
   long inline code that wraps instead of widening a phone's page, readable table captions in
   dark mode, the licence line.
@@ -305,7 +307,31 @@ def fix_body(body: str) -> str:
     # The bibliography: role="list" with children of the (deprecated) role doc-biblioentry,
     # which is not a list item (axe: aria-required-children, critical).
     body = _CITATION_ROLE.sub(r'\1 role="listitem"', body)
-    return zoomable_images(body)
+    return column_counts(zoomable_images(body))
+
+
+_PRE = re.compile(r"<pre(?P<attrs>[^>]*)>(?P<text>.*?)</pre>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def column_counts(body: str) -> str:
+    """Give each ``<pre>`` its longest line's length in characters, ``--course-cols``: on a
+    laptop or a desktop the site's CSS fits the block's font to its column with it (code and
+    outputs do not scroll at 1280 px: issue 35)."""
+
+    def repl(m: re.Match) -> str:
+        if "--course-cols" in m.group("attrs"):
+            return m.group(0)
+        text = html.unescape(_TAG.sub("", m.group("text")))
+        cols = max((len(line.rstrip()) for line in text.split("\n")), default=0)
+        attrs = m.group("attrs")
+        if 'style="' in attrs:
+            attrs = attrs.replace('style="', f'style="--course-cols: {cols}; ', 1)
+        else:
+            attrs += f' style="--course-cols: {cols}"'
+        return f"<pre{attrs}>{m.group('text')}</pre>"
+
+    return _PRE.sub(repl, body)
 
 
 def zoomable_images(body: str) -> str:

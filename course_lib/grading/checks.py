@@ -7,23 +7,28 @@ attention(q, k, v)``), a reference or a predicate, and a hint::
     [FAIL] attention: output matches F.scaled_dot_product_attention: values differ beyond the
     tolerance. Hint: divide the scores by sqrt(d_k) before the softmax.
 
-The same check cell runs in three places, and the module's *mode* says which:
+A check cell runs in three places, and the module's *mode* says which:
 
 - ``live`` (a notebook in Jupyter or Colab): call the student's code, compare, print the verdict;
-- ``student`` (grading, in the sandboxed student process): call the student's code with its
-  output, warnings and exceptions captured and the exercise's forbidden functions refused
-  (``guard``), and record the outcome as *plain data* (``wire``); print and judge nothing;
+- ``student`` (grading, in the sandboxed student process): the check cell runs there only as
+  its *student program* (``split``): each check is a ``student_check(kind, name, student)``
+  that calls the student's code with its output, warnings and exceptions captured and the
+  exercise's forbidden functions refused (``guard``), and records the outcome as *plain data*
+  (``wire``); the reference, predicate, measurement and hint are never evaluated there (a
+  ``check_*`` call in this mode is an error); print and judge nothing;
 - ``checker`` (grading, in the trusted checker process, which never runs student code): never
   call the student's callable; take the outcome the student process recorded for this check,
   rebuild it from plain data, and judge it against the reference or predicate computed here;
-- ``skip``: do nothing (an earlier exercise's check cell, run for the names it defines).
+- ``skip``: do nothing (the student's process binds the names of earlier exercises' student
+  programs this way; the checker, the check cells of an exercise that did not run).
 
 So whatever the student's code does in its own process (patch these helpers, torch or builtins,
-print fake verdicts), it can only change the values it hands over, never how they are judged.
-References are computed by the check cell itself, on inputs from :func:`randn` (a private
-seeded generator), usually with PyTorch's own function. Verdict lines never contain raw floats,
-tensors or memory addresses, so they are identical across runs and thread counts. The line
-format lives in ``verdict``; the grading processes are ``student`` and ``checker``.
+print fake verdicts, walk the stack or ``gc`` for the answer), it can only change the values it
+hands over, never how they are judged, and it finds no reference there. References are computed
+by the check cell in the checker (live: in the notebook), on inputs from :func:`randn` (a
+private seeded generator), usually with PyTorch's own function. Verdict lines never contain
+raw floats, tensors or memory addresses, so they are identical across runs and thread counts.
+The line format lives in ``verdict``; the grading processes are ``student`` and ``checker``.
 """
 
 from __future__ import annotations
@@ -287,11 +292,14 @@ def _check(
     """One check in the current mode: get the outcome (call, record or receive), judge it."""
     _check_args(name, hint)
     mode = _state.mode
+    if mode == "student":
+        raise RuntimeError(
+            "a check cell runs in the student's process only as its student program "
+            "(split.student_cells), which calls student_check: the reference, predicate and hint "
+            "are never evaluated there"
+        )
     try:
         if mode == "skip":
-            return
-        if mode == "student":
-            _record(name, _run_student(student, expect_raise))
             return
         out = (
             _received(name, expect_raise)
@@ -300,6 +308,26 @@ def _check(
         )
         reason = judge(out)
         _verdict(name, reason is None, reason or "", hint)
+    finally:
+        _state.index += 1
+
+
+def student_check(kind: str, name: str, student: Callable[[], Any]) -> None:
+    """A check as the student's process runs it: ``split`` rewrites each ``check_*(name,
+    student, reference, ..., hint=...)`` of a check cell to ``student_check("check_*", name,
+    student)``. Student mode: call the student's code (captured, guarded) and record the outcome
+    as plain data for the checker; skip mode: nothing. The reference, predicate, measurement,
+    tolerances and hint never reach this process."""
+    if kind not in CHECK_FUNCS:
+        raise ValueError(f"unknown check kind {kind!r}")
+    if not isinstance(name, str) or not name or "\n" in name:
+        raise ValueError("a check needs a one-line, non-empty name (it is the verdict text).")
+    mode = _state.mode
+    if mode not in ("student", "skip"):
+        raise RuntimeError(f"student_check runs in the student's process only (mode {mode!r})")
+    try:
+        if mode == "student":
+            _record(name, _run_student(student, expect_raise=kind == "check_raises"))
     finally:
         _state.index += 1
 

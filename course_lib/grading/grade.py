@@ -2,8 +2,10 @@
 
     course-grade exercises/04_attention.ipynb                 # one submission
     course-grade --batch submissions/ --out grades/           # a class, in parallel, sandboxed
-    course-grade --batch submissions/ --out grades/ --scheduler tcp://HOST:8786   # on a Dask
-    cluster (``cluster``)
+    course-grade --batch submissions/ --out grades/ --scheduler tls://HOST:8786 \\
+        --tls-ca-file ca.pem --tls-cert cluster.pem --tls-key cluster.key  # on a Dask cluster
+    course-grade --make-certs certs/      # the CA and certificate for such a cluster
+    course-grade --batch submissions/ --out grades/ --similarity   # and a copied-code report
     (or python -m course_lib.grading.grade ...; needs the ``grading`` extra)
 
 Only the student's answer code is taken from the submission (every code cell between the
@@ -41,6 +43,7 @@ from pathlib import Path
 import nbformat
 
 from . import sandbox as sandboxing
+from .cluster import TLS_ENV
 from .lint import lint_answer, trusted_bindings
 from .notebooks import (
     GraderError,
@@ -149,7 +152,7 @@ def splice(job: Job) -> Plan:
         name = n.split(":")[0]
         if name in results:
             results[name].messages.append(n.split(": ", 1)[1])
-    return Plan(answers, stubs, results, notes, prediction_facts(job.sub, job.spec))
+    return Plan(answers, stubs, results, notes, prediction_facts(job.sub, job.spec, job.sol))
 
 
 def run(
@@ -327,24 +330,39 @@ def grade_batch(
     workers: int | None = None,
     sandbox: bool | None = None,
     scheduler: str | None = None,
+    tls: tuple[str | None, str | None, str | None] = (None, None, None),
+    insecure: bool = False,
+    similarity: bool = False,
     **kwargs,
 ) -> list[dict]:
     """Grade every .ipynb under ``folder`` on a Dask cluster: the scheduler at ``scheduler``
-    (``tcp://HOST:PORT``), or an in-process local one with ``workers`` gradings at a time
-    (default: cores). Each JSON report is written to ``out`` as soon as its grading ends, and
+    (``tls://HOST:PORT`` with ``tls`` = (CA certificate, client certificate, key), see
+    ``cluster.security``; plain ``tcp://`` only on loopback unless ``insecure``), or an
+    in-process local one with ``workers`` gradings at a time (default: cores). Each JSON report
+    is written to ``out`` as soon as its grading ends (after ``cluster.verify_report``), and
     ``out/gradebook.csv`` is rewritten with every result so far (``report.Gradebook``).
     ``sandbox`` as in ``grade`` (the CLI requires it; with a scheduler each worker checks).
-    Submissions are read here, defensively (``notebooks``), and only their bytes are sent."""
+    Submissions are read here, defensively (``notebooks``), and only what grading reads of them
+    (sources, execution counts, verdict lines: no outputs) is sent, with the one solution each
+    needs. ``similarity``: also write ``out/similarity/`` (``similarity.write_report``)."""
     from tqdm import tqdm
 
     from . import cluster
 
     folder, out = Path(folder), Path(out)
+    sec = cluster.security(scheduler, *tls, insecure=insecure) if scheduler else None
     out.mkdir(parents=True, exist_ok=True)
     rels = find_submissions(folder, out)
     solutions_dir = Path(kwargs.pop("solutions_dir", None) or find_solutions_dir(folder))
     kwargs.pop("solution", None)
     stems = solution_stems(solutions_dir)  # GraderError without a solutions folder
+    specs: dict[str, NotebookSpec] = {}
+
+    def spec_of(stem: str) -> NotebookSpec:
+        if stem not in specs:
+            specs[stem] = load_spec(nbformat.read(stems[stem], as_version=4), stem)
+        return specs[stem]
+
     if scheduler:
         kwargs["sandbox"] = sandbox  # each worker probes its own sandbox (True: required)
     else:
@@ -372,8 +390,9 @@ def grade_batch(
         for rel in rels:
             shown = display_name(folder / rel)
             try:
-                data = read_submission(folder / rel, shown)
-                stem = find_solution(parse_notebook(data, shown), shown, solutions_dir).stem
+                nb = parse_notebook(read_submission(folder / rel, shown), shown)
+                stem = find_solution(nb, shown, solutions_dir).stem
+                data = nbformat.writes(nb).encode()  # what grading reads: no outputs
             except Unreadable as exc:
                 record(rel, _failed(shown, "unreadable", str(exc), mode))
                 continue
@@ -385,15 +404,32 @@ def grade_batch(
     from . import runner
 
     runner.prefetch(True if not scheduler else None)  # the next sandbox starts during this one
+
+    kept: dict[str, tuple[str, bytes]] = {}  # rel -> (stem, what was graded), for --similarity
+
+    def sent():
+        for rel, data, shown, stem in jobs():
+            if similarity:
+                kept[rel] = (stem, data)
+            yield rel, data, shown, stem
+
+    solutions = {stem: path.read_bytes() for stem, path in stems.items()}
     try:
-        with cluster.connect(scheduler, workers or os.cpu_count() or 1) as client:
-            cluster.run_gradings(
-                client, jobs(), cluster.solutions_payload(solutions_dir, stems), kwargs, record
-            )
+        with cluster.connect(scheduler, workers or os.cpu_count() or 1, sec) as client:
+            cluster.run_gradings(client, sent(), solutions, kwargs, record, spec_of)
     finally:
         runner.prefetch(None)
         runner.close_spares()
         bar.close()
+    if similarity:
+        from . import similarity as similar
+
+        similar.write_report(
+            {display_name(rel): v for rel, v in kept.items()},
+            {stem: spec_of(stem) for stem, _ in kept.values()},
+            solutions_dir,
+            out / "similarity",
+        )
     return book.in_order()
 
 
@@ -455,8 +491,34 @@ def main(argv: list[str] | None = None) -> int:
         "--scheduler",
         metavar="ADDRESS",
         default=None,
-        help="batch: grade on the Dask cluster of this scheduler (tcp://HOST:8786); every worker "
-        "needs course_lib[grading] and bubblewrap (default: a local cluster)",
+        help="batch: grade on the Dask cluster of this scheduler (tls://HOST:8786, mutual TLS "
+        "with the --tls-* files); every worker needs course_lib[grading], bubblewrap and the "
+        "cluster's certificate (default: a local in-process cluster)",
+    )
+    for flag, env, what in zip(
+        ("--tls-ca-file", "--tls-cert", "--tls-key"),
+        TLS_ENV,
+        ("the cluster's CA certificate", "this client's certificate", "its private key"),
+    ):
+        ap.add_argument(
+            flag, metavar="PATH", default=None, help=f"tls:// scheduler: {what} (default: ${env})"
+        )
+    ap.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a plain tcp:// scheduler on another machine (unencrypted; anyone who "
+        "reaches it can join as a worker): only on a network you trust",
+    )
+    ap.add_argument(
+        "--make-certs",
+        metavar="DIR",
+        help="write a CA and a certificate for a Dask grading cluster into DIR, and exit",
+    )
+    ap.add_argument(
+        "--similarity",
+        action="store_true",
+        help="batch: also write OUT/similarity/: each answer compared with the course's own "
+        "code and with the classmates' (copydetect)",
     )
     ap.add_argument(
         "--keep",
@@ -470,6 +532,18 @@ def main(argv: list[str] | None = None) -> int:
         help="grade without the bubblewrap sandbox (a batch refuses to otherwise)",
     )
     args = ap.parse_args(argv)
+    if args.make_certs:
+        from .cluster import make_certificates
+
+        files = make_certificates(Path(args.make_certs))
+        _say(
+            f"wrote {', '.join(display_name(p) for p in files.values())}. Scheduler: dask "
+            "scheduler --protocol tls --tls-ca-file ca.pem --tls-cert cluster.pem --tls-key "
+            "cluster.key; workers: dask worker tls://HOST:8786 with the same three flags; this "
+            "client: course-grade --batch ... --scheduler tls://HOST:8786 --tls-ca-file ca.pem "
+            "--tls-cert cluster.pem --tls-key cluster.key. Keep ca.key off the cluster."
+        )
+        return 0
     kwargs = dict(
         solutions_dir=Path(args.solutions) if args.solutions else None,
         time_limit=args.time_limit,
@@ -498,6 +572,9 @@ def main(argv: list[str] | None = None) -> int:
                 workers=args.workers,
                 sandbox=False if args.unsafe_no_sandbox else True,
                 scheduler=args.scheduler,
+                tls=(args.tls_ca_file, args.tls_cert, args.tls_key),
+                insecure=args.insecure,
+                similarity=args.similarity,
                 **kwargs,
             )
             counts = {

@@ -3,13 +3,22 @@ and the student's answer code in it (``extract_answers``).
 
 A submission is untrusted input, read defensively (``read_submission``, ``parse_notebook``):
 regular files only (``lstat`` then ``open(O_NOFOLLOW)`` and ``fstat``: a symbolic link to a
-solution or to a neighbour's file is refused, not followed), at most ``MAX_BYTES``, JSON nested
-at most ``MAX_DEPTH`` deep, at most ``MAX_CELLS`` cells, ``MAX_CODE_CELLS`` of them code and
-``MAX_SOURCE_BYTES`` of
-code; every failure is ``Unreadable`` with a message for the student, never a grader error.
-Cell sources are normalised on reading (``normalise_source``: every line separator that
+solution or to a neighbour's file is refused, not followed), at most ``MAX_BYTES`` on disk. The
+caps are on what the grader reads, not on what it drops: the moment the JSON is parsed, each
+cell is cut down to what grading uses (``kept_notebook``: its type, source, ``course``
+metadata and id; for a code cell its execution count and the verdict lines of its saved output,
+which "predict, then run" reads), so a notebook carrying 45 MB of plots grades like its
+sources. What is kept must be nested at most ``MAX_DEPTH`` deep and hold at most ``MAX_CELLS``
+cells, ``MAX_CODE_CELLS`` of them code, ``MAX_SOURCE_BYTES`` of code and ``MAX_TEXT_BYTES`` of
+sources in all; every failure is ``Unreadable`` with a message for the student, never a grader
+error. Cell sources are normalised on reading (``normalise_source``: every line separator that
 ``str.splitlines``, nbval and IPython honour becomes ``\\n``) before any marker logic.
 The solution is chosen only among the stems of the solutions folder (``find_solution``).
+
+Cells are matched to the solution's without relying on cell ids (``_classify``): nbformat 4.4
+and older have none, and Colab keeps its own in the cell metadata. A trusted cell is known by
+its id, by its source (trusted cells are locked) or by its ``course`` metadata; an answer by its
+id or its marker line; the code cells between them belong to the answer before.
 """
 
 from __future__ import annotations
@@ -19,12 +28,14 @@ import json
 import os
 import re
 import stat
+import warnings
 from pathlib import Path
 
 import nbformat
+from nbformat.validator import MissingIDFieldWarning
 
 from .spec import MARKER, NotebookSpec
-from .verdict import CHANGED, parse_line
+from .verdict import CHANGED, FAIL, PASS, parse_line
 
 __all__ = [
     "Unreadable",
@@ -43,13 +54,17 @@ __all__ = [
     "MAX_CELLS",
     "MAX_CODE_CELLS",
     "MAX_SOURCE_BYTES",
+    "MAX_TEXT_BYTES",
+    "kept_notebook",
 ]
 
-MAX_BYTES = 16 * 1024 * 1024  # a saved exercise notebook is ~100 KB; figures rarely make it 5 MB
-MAX_DEPTH = 64  # JSON nesting; a notebook's own structure is ~8 deep (widget state ~15)
+MAX_BYTES = 256 * 1024 * 1024  # the file on disk: outputs (plots) included, dropped on reading
+MAX_DEPTH = 64  # JSON nesting of what is kept; a notebook's own structure is ~8 deep
 MAX_CODE_CELLS = 200  # the largest exercise notebook has ~45 code cells
 MAX_CELLS = 1000  # all cells: bounds nbformat's validation time on the client
 MAX_SOURCE_BYTES = 1024 * 1024  # all code cells together
+MAX_TEXT_BYTES = 16 * 1024 * 1024  # every cell's source together (prose, code, raw)
+_MAX_VERDICT_LINES = 200  # verdict lines kept of one code cell's saved output
 
 
 class Unreadable(Exception):
@@ -177,48 +192,32 @@ def _bad_json(name: str, why: str) -> Unreadable:
     )
 
 
-def parse_notebook(raw: bytes, name: str = "the notebook"):
-    """The notebook in ``raw`` (nbformat 4), or Unreadable saying why not: empty, over-size,
-    not UTF-8, not JSON, nested deeper than ``MAX_DEPTH``, not a notebook, malformed cells, more
-    than ``MAX_CODE_CELLS`` code cells or ``MAX_SOURCE_BYTES`` of code. Cell sources come back
-    normalised (``normalise_source``)."""
-    if len(raw) > MAX_BYTES:
-        raise _too_large(name, len(raw))
-    if not raw.strip():
-        raise Unreadable(
-            f"{name}: the file is empty. Save the notebook again in Jupyter (File > Save) and "
-            "re-submit."
-        )
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _bad_json(name, f"not UTF-8 text: {exc}") from None
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise Unreadable(
-            f"{name}: not a notebook: its JSON is nested too deeply (more than {MAX_DEPTH} levels)."
-        ) from None
-    except (
-        ValueError,
-        MemoryError,
-    ) as exc:  # JSONDecodeError is a ValueError; so is an over-long integer
-        raise _bad_json(name, str(exc)[:300]) from None
-    if _depth_exceeds(data, MAX_DEPTH):
-        raise Unreadable(
-            f"{name}: not a notebook: its JSON is nested too deeply (more than {MAX_DEPTH} levels)."
-        )
-    if not isinstance(data, dict) or "cells" not in data:
-        raise Unreadable(
-            f"{name}: valid JSON but not a Jupyter notebook (no 'cells'); submit the .ipynb file "
-            "itself."
-        )
-    cells = data["cells"]
-    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
-        raise Unreadable(
-            f"{name}: 'cells' is malformed (not a list of cells); save it again from Jupyter."
-        )
-    for c in cells:
+def _source_text(src) -> str:
+    return src if isinstance(src, str) else "".join(src)
+
+
+def _verdict_lines(outputs) -> list[str]:
+    """The verdict lines (``[PASS] ...``, ``[FAIL] ...``) of a code cell's saved stream outputs:
+    the one part of an output the grader reads."""
+    lines: list[str] = []
+    for out in outputs if isinstance(outputs, list) else []:
+        if not isinstance(out, dict) or out.get("output_type") != "stream":
+            continue
+        text = out.get("text", "")
+        text = "".join(t for t in text if isinstance(t, str)) if isinstance(text, list) else text
+        if isinstance(text, str):
+            lines += [ln for ln in text.splitlines() if ln.startswith((PASS, FAIL))]
+    return lines[:_MAX_VERDICT_LINES]
+
+
+def kept_notebook(data: dict, name: str = "the notebook") -> dict:
+    """The part of a parsed notebook (JSON) the grader reads, everything else dropped: the
+    notebook's ``course`` metadata, and per cell its type, source, id, ``course`` metadata, and
+    for a code cell its execution count and the verdict lines of its stream outputs. Unreadable
+    for cells that are not cells."""
+    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    kept_cells = []
+    for c in data["cells"]:
         src = c.get("source", "")
         if (
             c.get("cell_type") not in ("code", "markdown", "raw")
@@ -233,6 +232,72 @@ def parse_notebook(raw: bytes, name: str = "the notebook"):
                 f"{name}: a cell is malformed (bad source, cell_type or metadata); save it again "
                 "from Jupyter."
             )
+        cell_meta = {k: v for k, v in c.get("metadata", {}).items() if k == "course"}
+        cell = {"cell_type": c["cell_type"], "metadata": cell_meta, "source": _source_text(src)}
+        if isinstance(c.get("id"), str):
+            cell["id"] = c["id"]
+        if c["cell_type"] == "code":
+            n = c.get("execution_count")
+            cell["execution_count"] = n if type(n) is int else None
+            lines = _verdict_lines(c.get("outputs"))
+            cell["outputs"] = (
+                [{"output_type": "stream", "name": "stdout", "text": "\n".join(lines) + "\n"}]
+                if lines
+                else []
+            )
+        kept_cells.append(cell)
+    minor = data.get("nbformat_minor")
+    return {
+        "nbformat": 4,
+        "nbformat_minor": minor if type(minor) is int and 0 <= minor <= 5 else 4,
+        "metadata": {k: v for k, v in meta.items() if k == "course"},
+        "cells": kept_cells,
+    }
+
+
+def parse_notebook(raw: bytes, name: str = "the notebook"):
+    """The notebook in ``raw`` (nbformat 4) as the grader reads it (``kept_notebook``: outputs,
+    attachments and other metadata dropped), or Unreadable saying why not: empty, over-size,
+    not UTF-8, not JSON, what is kept nested deeper than ``MAX_DEPTH``, not a notebook,
+    malformed cells, more than ``MAX_CELLS`` cells or ``MAX_CODE_CELLS`` code cells, more than
+    ``MAX_SOURCE_BYTES`` of code or ``MAX_TEXT_BYTES`` of sources. Cell sources come back
+    normalised (``normalise_source``)."""
+    if len(raw) > MAX_BYTES:
+        raise _too_large(name, len(raw))
+    if not raw.strip():
+        raise Unreadable(
+            f"{name}: the file is empty. Save the notebook again in Jupyter (File > Save) and "
+            "re-submit."
+        )
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _bad_json(name, f"not UTF-8 text: {exc}") from None
+    deep = Unreadable(
+        f"{name}: not a notebook: its JSON is nested too deeply (more than {MAX_DEPTH} levels)."
+    )
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise deep from None
+    except (
+        ValueError,
+        MemoryError,
+    ) as exc:  # JSONDecodeError is a ValueError; so is an over-long integer
+        raise _bad_json(name, str(exc)[:300]) from None
+    del text
+    if not isinstance(data, dict) or "cells" not in data:
+        if _depth_exceeds(data, MAX_DEPTH):
+            raise deep
+        raise Unreadable(
+            f"{name}: valid JSON but not a Jupyter notebook (no 'cells'); submit the .ipynb file "
+            "itself."
+        )
+    cells = data["cells"]
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise Unreadable(
+            f"{name}: 'cells' is malformed (not a list of cells); save it again from Jupyter."
+        )
     if len(cells) > MAX_CELLS:
         raise Unreadable(
             f"{name}: {len(cells)} cells; a submission may have at most {MAX_CELLS}. "
@@ -244,44 +309,36 @@ def parse_notebook(raw: bytes, name: str = "the notebook"):
             f"{name}: {n_code} code cells; a submission may have at most {MAX_CODE_CELLS}. "
             "Delete the cells you added for experiments and re-submit."
         )
-    try:
-        nb = nbformat.reads(text, as_version=4)
-    except Exception as exc:  # nbformat raises several types for malformed notebooks
-        raise Unreadable(
-            f"{name}: not a valid Jupyter notebook ({type(exc).__name__}: {str(exc)[:300]})."
-        ) from None
-    if not isinstance(nb.get("metadata"), dict) or not isinstance(nb.get("cells"), list):
-        raise Unreadable(
-            f"{name}: the notebook's metadata or cells are malformed; save it again from Jupyter."
-        )
-    code_bytes = 0
-    for cell in nb.cells:
-        if (
-            not isinstance(cell, dict)
-            or not isinstance(cell.get("source", ""), str)
-            or cell.get("cell_type") not in ("code", "markdown", "raw")
-            or not isinstance(cell.get("metadata", {}), dict)
-        ):
-            raise Unreadable(
-                f"{name}: a cell is malformed (bad source, cell_type or metadata); save it again "
-                "from Jupyter."
-            )
-        if "id" in cell and not isinstance(cell["id"], str):
-            del cell["id"]  # found by its marker or source instead
-        cell["source"] = normalise_source(cell.get("source", ""))
+    kept = kept_notebook(data, name)
+    del data, cells  # the outputs go now: nothing below reads them
+    if _depth_exceeds(kept, MAX_DEPTH):
+        raise deep
+    code_bytes = text_bytes = 0
+    for cell in kept["cells"]:
+        cell["source"] = normalise_source(cell["source"])
+        size = len(cell["source"].encode("utf-8", "surrogatepass"))
+        text_bytes += size
         if cell["cell_type"] == "code":
-            code_bytes += len(cell["source"].encode("utf-8", "surrogatepass"))
-    if sum(c.cell_type == "code" for c in nb.cells) > MAX_CODE_CELLS:
-        raise Unreadable(
-            f"{name}: more than {MAX_CODE_CELLS} code cells; delete the cells you added for "
-            "experiments and re-submit."
-        )
+            code_bytes += size
     if code_bytes > MAX_SOURCE_BYTES:
         raise Unreadable(
             f"{name}: {code_bytes / 2**20:.1f} MB of code; a submission may have at most "
             f"{MAX_SOURCE_BYTES // 2**20} MB. Delete the code you added for experiments and "
             "re-submit."
         )
+    if text_bytes > MAX_TEXT_BYTES:
+        raise Unreadable(
+            f"{name}: {text_bytes / 2**20:.1f} MB of cell sources; a submission may have at most "
+            f"{MAX_TEXT_BYTES // 2**20} MB. Delete the text you pasted into cells and re-submit."
+        )
+    try:
+        with warnings.catch_warnings():  # a 4.5 cell without an id gets one: matched by content
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            nb = nbformat.reads(json.dumps(kept), as_version=4)
+    except Exception as exc:  # nbformat raises several types for malformed notebooks
+        raise Unreadable(
+            f"{name}: not a valid Jupyter notebook ({type(exc).__name__}: {str(exc)[:300]})."
+        ) from None
     return nb
 
 
@@ -344,15 +401,61 @@ _NBVAL_MARKER = re.compile(r"^(\s*)#+\s*(NBVAL_[A-Z_]+|PYTEST_VALIDATE_IGNORE_OU
 
 
 def _neutralise_markers(code: str) -> str:
-    """Comment markers such as ``# NBVAL_SKIP`` would change how nbval treats the cell."""
+    """Comment markers such as ``# NBVAL_SKIP`` neutralised: the grader runs no nbval, but the
+    graded code then reads the same to any tool that does."""
     return _NBVAL_MARKER.sub(r"\1# (nbval marker \2 ignored by the grader)", code)
+
+
+def _classify(sub, spec: NotebookSpec, sol=None) -> list[tuple[object, str | None, str | None]]:
+    """Every cell of the submission as (cell, kind, what): ``("answer", exercise)`` for an
+    answer cell (its id, else its marker line), ``("trusted", solution cell id)`` for a setup or
+    check cell (its id, else its source, else its ``course`` metadata: the k-th check cell of an
+    exercise is that exercise's k-th), else ``(None, None)``. No cell id is needed: nbformat
+    before 4.5 has none, and Colab keeps its own in the cell metadata."""
+    trusted = set(spec.trusted_ids)
+    answer_ids = {ex.answer_id: ex.name for ex in spec.exercises}
+    markers = {MARKER.format(name=ex.name): ex.name for ex in spec.exercises}
+    by_source: dict[str, str] = {}
+    for c in sol.cells if sol is not None else []:
+        if c.cell_type == "code" and c.get("id") in trusted:
+            by_source.setdefault(normalise_source(c.source).strip(), c.id)
+    by_meta: dict[tuple[str, str | None], list[str]] = {("setup", None): list(spec.setup_ids)}
+    for ex in spec.exercises:
+        by_meta[("check", ex.name)] = list(ex.check_ids)
+    seen: dict[tuple[str, str | None], int] = {}
+    out: list[tuple[object, str | None, str | None]] = []
+    for cell in sub.cells:
+        cid = cell.get("id") if isinstance(cell.get("id"), str) else None
+        src = normalise_source(cell.get("source", ""))
+        named = answer_ids.get(cid) or next(
+            (n for m, n in markers.items() if src.lstrip().startswith(m)), None
+        )
+        if named:
+            out.append((cell, "answer", named))
+            continue
+        if cell.get("cell_type") != "code":
+            out.append((cell, None, None))
+            continue
+        tid = cid if cid in trusted else by_source.get(src.strip())
+        if tid is None:
+            course = cell.get("metadata", {}).get("course")
+            if isinstance(course, dict) and course.get("role") in ("setup", "check"):
+                key = (
+                    course["role"],
+                    course.get("exercise") if course["role"] == "check" else None,
+                )
+                ids = by_meta.get(key, [])
+                k = seen.get(key, 0)
+                seen[key] = k + 1
+                tid = ids[k] if k < len(ids) else None
+        out.append((cell, "trusted", tid) if tid is not None else (cell, None, None))
+    return out
 
 
 def extract_answers(sub, spec: NotebookSpec, sol) -> tuple[dict[str, list[str]], list[str]]:
     """{exercise: [code of each student cell]}: every code cell between the trusted cells around
     an answer (so added helper cells and split cells count), plus notes for the report. Sources
     are normalised (``normalise_source``) before markers are looked for or neutralised."""
-    trusted = set(spec.trusted_ids)
     pos = {cid: i for i, cid in enumerate(spec.trusted_ids)}
     after: dict[str, str | None] = {}  # trusted id -> the exercise whose answer comes next
     for cid in spec.trusted_ids:
@@ -364,42 +467,24 @@ def extract_answers(sub, spec: NotebookSpec, sol) -> tuple[dict[str, list[str]],
             ),
             None,
         )
-    answer_ids = {ex.answer_id: ex.name for ex in spec.exercises}
-    markers = {MARKER.format(name=ex.name): ex.name for ex in spec.exercises}
     answers: dict[str, list[str]] = {ex.name: [] for ex in spec.exercises}
     notes: list[str] = []
-    by_source = {
-        normalise_source(c.source).strip(): c.id
-        for c in sol.cells
-        if c.cell_type == "code" and c.id in trusted
-    }
     current = None
-    for cell in sub.cells:
-        cid, src = (
-            cell.get("id"),
-            normalise_source(cell.get("source", "")),
-        )  # before any marker logic
-        cid = cid if isinstance(cid, str) else None
-        named = answer_ids.get(cid) or next(
-            (n for m, n in markers.items() if src.lstrip().startswith(m)), None
-        )
-        if cell.cell_type == "code" and not named:
-            # a trusted cell is known by its id, or by its source (a tool that drops cell ids, a
-            # copy)
-            tid = cid if cid in trusted else by_source.get(src.strip())
-            if tid is not None:
-                current = after[tid]
-                continue
+    for cell, kind, what in _classify(sub, spec, sol):
+        src = normalise_source(cell.get("source", ""))  # before any marker logic
+        if kind == "trusted":
+            current = after[what]
+            continue
         if cell.cell_type != "code":
-            if named:
+            if kind == "answer":
                 notes.append(
-                    f"{named}: the answer cell is a {cell.cell_type} cell, so its code was not "
+                    f"{what}: the answer cell is a {cell.cell_type} cell, so its code was not "
                     "run; "
                     "change it back to a code cell (Cell > Cell Type > Code)."
                 )
             continue
-        if named:
-            current = named
+        if kind == "answer":
+            current = what
         if current is None:
             if src.strip():
                 notes.append(
@@ -437,35 +522,31 @@ def _changed(cell, names: list[str]) -> bool:
     return False
 
 
-def prediction_facts(sub, spec: NotebookSpec) -> dict[str, dict[str, dict]]:
+def prediction_facts(sub, spec: NotebookSpec, sol=None) -> dict[str, dict[str, dict]]:
     """Predict, then run: for each exercise whose answer is a prediction (``predict``), what the
     saved submission shows about each of its measuring (check) cells: ``answer``, the execution
-    count of the prediction's answer cell (found by id or by its marker line; None when it was not
-    run), ``measure``, that check cell's execution count, and ``changed``, whether its saved output
-    says the prediction changed after a measurement. Read here, in the grader, from the file;
+    count of the prediction's answer cell (the latest, if it was copied; None when it was not
+    run), ``measure``, that check cell's execution count (the earliest, if it was copied), and
+    ``changed``, whether its saved output says the prediction changed after a measurement. Cells
+    are matched as ``extract_answers`` matches them (``_classify``: by id, source, marker or
+    ``course`` metadata), so a notebook without cell ids (nbformat 4.4 or older; Colab, which
+    keeps its ids in the cell metadata) loses nothing. Read here, in the grader, from the file;
     the checker judges them (``checks.check_prediction``); the student's process never sees
     them."""
+    classified = [(c, k, w) for c, k, w in _classify(sub, spec, sol) if c.cell_type == "code"]
     facts: dict[str, dict[str, dict]] = {}
-    cells = [c for c in sub.cells if c.get("cell_type") == "code"]
     for ex in spec.exercises:
         if not ex.predict:
             continue
-        marker = MARKER.format(name=ex.name)
-        answer = next(
-            (
-                c
-                for c in cells
-                if c.get("id") == ex.answer_id
-                or normalise_source(c.get("source", "")).lstrip().startswith(marker)
-            ),
-            None,
-        )
+        answers = [_count(c) for c, k, w in classified if k == "answer" and w == ex.name]
+        ran = [n for n in answers if n is not None]
         names = [c.name for c in ex.checks]
         for cid in ex.check_ids:
-            measure = next((c for c in cells if c.get("id") == cid), None)
+            measures = [c for c, k, w in classified if k == "trusted" and w == cid]
+            counts = [n for n in map(_count, measures) if n is not None]
             facts.setdefault(ex.name, {})[cid] = {
-                "answer": _count(answer),
-                "measure": _count(measure),
-                "changed": measure is not None and _changed(measure, names),
+                "answer": max(ran) if ran else None,
+                "measure": min(counts) if counts else None,
+                "changed": any(_changed(m, names) for m in measures),
             }
     return facts

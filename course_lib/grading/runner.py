@@ -45,6 +45,7 @@ from . import sandbox as sandboxing
 from .checker import Checker
 from .notebooks import GraderError
 from .spec import NotebookSpec, meta, parse, role
+from .split import student_cells
 from .student import PLAN_WAIT
 from .wire import FrameBuffer, WireError, one_line, write_frame_by
 
@@ -131,10 +132,11 @@ def student_plan(
     memory_mb: int,
     threads: int | None,
 ) -> dict:
-    """What the student's process is sent: the cells in order (answers by exercise), each
+    """What the student's process is sent: the cells in order (answers by exercise; check
+    cells as their student programs, ``split``: no reference, predicate or hint in them), each
     exercise's answer code and stub, which exercises to run, and the limits."""
     return {
-        "cells": _cells(sol, ("setup", "answer", "check")),
+        "cells": student_cells(sol),
         "exercises": [
             {
                 "name": ex.name,

@@ -14,7 +14,9 @@ Each cell carries ``metadata["course"]`` with a ``role``:
   prediction that its check cells measure with ``check_prediction``; the grader reads the
   saved notebook's execution order for it);
 - ``check``: trusted code calling ``course_lib.grading.checks``; ``checks`` (name + hint of each
-  check) is synced from the cell's source by the generator;
+  check) is synced from the cell's source by the generator. A grading runs it whole only in the
+  checker; the student's process runs its student program (``split``: the checks' calls of the
+  student's code and the inputs they need, no reference);
 - ``text``: markdown.
 """
 

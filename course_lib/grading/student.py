@@ -19,12 +19,13 @@ that
    signals to, tracing of or reading of another process);
 2. runs the notebook up to that exercise: the earlier exercises' answers (their stubs where
    they crashed or ran out of time in their own child), with the bindings of the trusted cells
-   between them restored (the zygote ran every setup and check cell once, the check cells in
-   ``skip`` mode, for the names they define);
+   between them restored (the zygote ran each setup and check cell once, the check cells as
+   their student programs in ``skip`` mode, for the names they define, and only up to this
+   exercise's last check cell before forking this child);
 3. says it has started the exercise (its time budget starts then), runs the exercise's answer
-   cells, then its check cells as the plan gives them, in ``student`` mode with the exercise's
-   forbidden functions refused: each check calls the student's code and records the outcome
-   as plain data;
+   cells, then its check cells' student programs (``split``) in ``student`` mode with the
+   exercise's forbidden functions refused: each check calls the student's code and records the
+   outcome as plain data; no reference, predicate or hint is evaluated in this process;
 4. sends the outcomes as one message, tagged with its exercise.
 
 The zygote watches each child with a deadline for everything: past the prelude's allowance or
@@ -161,6 +162,7 @@ class Zygote:
         self.stubbed: set[str] = set(plan.get("stubbed", []))
         self.spent: dict[str, float] = {}
         self.saved: dict[str, dict] = {}
+        self.ran = 0  # the trusted cells before this index have run (``advance``)
         self.ns: dict = {"__name__": "__main__", "__builtins__": builtins}
         self.warm = False
 
@@ -176,25 +178,33 @@ class Zygote:
 
     # ---------------------------------------------------------------- setup (trusted, once)
     def setup(self) -> None:
-        """Run the trusted cells once: the setup cells, then every check cell in ``skip`` mode
-        (their top-level code builds inputs; no student code is involved, as the checker runs
-        them with the student's names refusing to run). Each child restores their bindings
-        instead of rerunning them."""
+        """Run the trusted cells before the first answer (the setup cells) once, after paying
+        the optimizer's first-call cost if the plan says the notebook needs it."""
         import torch
 
+        torch.set_num_threads(1)  # no OpenMP threads before fork (see the module docstring)
+        t0 = time.monotonic()
+        if self.plan.get("warm"):
+            self.warm_up()
+        answers = [i for i, c in enumerate(self.cells) if c["role"] == "answer"]
+        self.advance(answers[0] if answers else len(self.cells))
+        self.send({"ready": True, "seconds": round(time.monotonic() - t0, 3)})
+
+    def advance(self, upto: int) -> None:
+        """Run the trusted cells before cell ``upto`` not run yet, once, in ``skip`` mode: setup
+        cells, and check cells as their student programs (``split``: inputs and the student's
+        callables, never a reference); each child restores their bindings instead of rerunning
+        them. A child is forked only after the cells up to its exercise's last check cell: the
+        names of later exercises' check cells do not exist in it."""
         from . import checks
 
-        torch.set_num_threads(1)  # no OpenMP threads before fork (see the module docstring)
         checks.set_mode("skip")
-        t0 = time.monotonic()
         devnull = os.open(os.devnull, os.O_WRONLY)
         saved_out = os.dup(1), os.dup(2)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         try:
-            if self.plan.get("warm"):
-                self.warm_up()
-            for cell in self.cells:
+            for cell in self.cells[self.ran : upto]:
                 if cell["role"] not in ("setup", "check"):
                     continue
                 checks.begin_cell(cell["id"])
@@ -207,12 +217,12 @@ class Zygote:
                     n: self.ns[n] for n in _bound_names(cell["source"]) if n in self.ns
                 }
         finally:
+            self.ran = max(self.ran, upto)
             sys.stdout.flush()
             os.dup2(saved_out[0], 1)
             os.dup2(saved_out[1], 2)
             for fd in (*saved_out, devnull):
                 os.close(fd)
-        self.send({"ready": True, "seconds": round(time.monotonic() - t0, 3)})
 
     # ---------------------------------------------------------------- one exercise
     def run_all(self) -> None:
@@ -225,6 +235,7 @@ class Zygote:
         self.send({"done": True})
 
     def run_one(self, name: str) -> dict:
+        self.advance(1 + max(i for i, c in enumerate(self.cells) if c.get("exercise") == name))
         r, w = os.pipe()
         t0 = time.monotonic()
         pid = os.fork()

@@ -3,6 +3,10 @@
 In the book build, values are glued with myst-nb so the prose can quote them
 (``{glue:text}`name:.3f```). On Colab or in plain Jupyter myst-nb may be missing; there the
 value is simply shown (or nothing happens with ``display=False``), so the notebook still runs.
+A build whose kernel has no myst-nb (the clean test build executes the chapters in a fresh
+Colab-like environment, ``tests/colab_env.py``) still glues: the build says so through the
+environment (``course_lib.viz.NARROW_ENV``, set for the kernels it starts) and ``glue`` writes
+myst-nb's glue output itself.
 
 Numbers for the prose: ``sci`` writes one in scientific notation as a reader does;
 ``table_column`` writes a column of a glued markdown table in one precision (the tables the
@@ -12,7 +16,10 @@ code prints, Chapter 5's, are ``course_lib.handcalc.worksheet.table_cells``).
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Iterable
+
+from . import NARROW_ENV as _SITE_BUILD_ENV
 
 try:  # myst-nb is a build dependency, not a runtime one
     from myst_nb import glue as _myst_glue
@@ -29,10 +36,26 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     with ``glue(...)`` prints nothing)."""
     if _myst_glue is not None:
         _myst_glue(name, value, display=display)
+    elif os.environ.get(_SITE_BUILD_ENV) == "1":
+        _glue_for_the_build(name, value, display)
     elif display:
         from IPython.display import display as _show
 
         _show(value)
+
+
+def _glue_for_the_build(name: str, value: Any, display: bool) -> None:
+    """myst-nb's glue written out (``myst_nb.ext.glue.glue`` of myst-nb 1.4): the value's display
+    data under MIME types prefixed so that no front end shows them (unless ``display``), with the
+    name in the metadata, where the site build finds it (``tests/test_colab.py`` checks that
+    this writes what myst-nb writes)."""
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display as show
+
+    bundle, metadata = format_display_data(value)
+    prefix = "" if display else "application/papermill.record/"
+    metadata["scrapbook"] = dict(name=name, mime_prefix=prefix)
+    show({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
 
 
 def sci(x: float, digits: int = 1) -> str:

@@ -33,6 +33,9 @@ __all__ = [
     "narrow_bundle",
     "legible_on_a_phone",
     "phone_text_px",
+    "MIN_NUMBER_GAP_EM",
+    "slot_number",
+    "fit_slot_numbers",
 ]
 
 #: A colour-blind-safe cycle (Okabe & Ito), used by every figure in the book.
@@ -92,7 +95,77 @@ def finish_figure(fig, *, narrow=None):
     fig.tight_layout()
     if not _has_narrow_layout(fig):
         legible_on_a_phone(fig)
+    fit_slot_numbers(fig)
     plt.close(fig)  # the returned figure is displayed once, by the notebook
+    return fig
+
+
+#: The least space between two numbers a figure writes side by side (a heat map's cells, the
+#: values over bars), in ems of their text: a space in DejaVu Sans is 0.32 em, and "0.120.34"
+#: reads as one number (Fig. 14.2, before). tests/test_content_fit_browser.py measures it.
+MIN_NUMBER_GAP_EM = 0.5
+
+
+def slot_number(ax, x: float, y: float, value: float, slot: float = 1.0, **kw):
+    """Write ``value`` (2 decimals) centred at (x, y) in a slot ``slot`` data units wide (a
+    heat map's cell, a bar's place): ``fit_slot_numbers`` keeps neighbours apart. ``kw`` go
+    to ``ax.text``. Returns the Text."""
+    t = ax.text(x, y, f"{value:.2f}", **{"ha": "center", "va": "center", **kw})
+    t._course_slot = slot
+    return t
+
+
+def _short(text: str) -> str:
+    """ "0.25" -> ".25", "−0.25" / "-0.25" -> "−.25": the leading zero says nothing in a cell."""
+    sign = text[0] if text[:1] in "-−" else ""
+    body = text[len(sign) :]
+    return sign + body[1:] if body.startswith("0.") else text
+
+
+def _slot_room(fig, ax, texts, renderer, min_gap_em: float) -> float:
+    """The least (slot width - text width - gap) over ``texts`` of ``ax``, in pixels."""
+    worst = np.inf
+    for t in texts:
+        x, half = t.get_position()[0], t._course_slot / 2
+        left, right = (ax.transData.transform((x + d, 0))[0] for d in (-half, half))
+        em = t.get_fontsize() * fig.dpi / 72
+        width = t.get_window_extent(renderer).width
+        worst = min(worst, abs(right - left) - width - min_gap_em * em)
+    return worst
+
+
+def fit_slot_numbers(fig, min_gap_em: float = MIN_NUMBER_GAP_EM):
+    """Keep the numbers ``slot_number`` wrote at least ``min_gap_em`` apart: where the widest
+    with that gap is wider than its slot (the figure's text was scaled up to be legible on a
+    phone, the cells were not), every number of that axes drops its leading zero ("0.25" ->
+    ".25"); where even that does not fit, their font shrinks until it does (the colour of a
+    cell still tells the value; the number is for a closer look). ``finish_figure`` calls it.
+    Returns ``fig``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = None
+    for ax in fig.axes:
+        texts = [t for t in ax.texts if getattr(t, "_course_slot", None) and t.get_visible()]
+        if not texts:
+            continue
+        if renderer is None:
+            # (a closed figure's canvas cannot render); drawing lays out fixed-aspect axes,
+            # a heat map's square cells, which the measurements need
+            canvas = fig.canvas if hasattr(fig.canvas, "get_renderer") else FigureCanvasAgg(fig)
+            canvas.draw()
+            renderer = canvas.get_renderer()
+        for t in texts:  # as written (a narrow layout fits its copy again from these)
+            if not hasattr(t, "_course_slot_as_written"):
+                t._course_slot_as_written = (t.get_text(), t.get_fontsize())
+        if _slot_room(fig, ax, texts, renderer, min_gap_em) >= 0:
+            continue
+        for t in texts:
+            t.set_text(_short(t.get_text()))
+        for _ in range(20):
+            if _slot_room(fig, ax, texts, renderer, min_gap_em) >= 0:
+                break
+            for t in texts:
+                t.set_fontsize(t.get_fontsize() * 0.95)
     return fig
 
 
@@ -207,15 +280,8 @@ def attention_heatmap(
     if annotate:
         for i in range(w.shape[0]):
             for j in range(w.shape[1]):
-                ax.text(
-                    j,
-                    i,
-                    f"{w[i, j]:.2f}",
-                    ha="center",
-                    va="center",
-                    color="white" if w[i, j] > 0.6 else "#222222",
-                    fontsize=9,
-                )
+                color = "white" if w[i, j] > 0.6 else "#222222"
+                slot_number(ax, j, i, w[i, j], color=color, fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return finish_figure(fig)
 
@@ -304,14 +370,7 @@ def bar_probs(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     for b, v in zip(bars, p):
-        ax.text(
-            b.get_x() + b.get_width() / 2,
-            v + 0.01,
-            f"{v:.2f}",
-            ha="center",
-            va="bottom",
-            fontsize=9,
-        )
+        slot_number(ax, b.get_x() + b.get_width() / 2, v + 0.01, v, va="bottom", fontsize=9)
     return ax if fig is None else finish_figure(fig)
 
 
@@ -708,7 +767,14 @@ def narrow_layout(fig, narrow=None, width: float = NARROW_WIDTH):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tight_layout's "not compatible" notes
         copy.tight_layout()
-    return copy
+    # Numbers the wide figure had to shorten or shrink (panels side by side) start again as
+    # written: stacked panels are wider.
+    for ax in copy.axes:
+        for t in ax.texts:
+            if hasattr(t, "_course_slot_as_written"):
+                t.set_text(t._course_slot_as_written[0])
+                t.set_fontsize(t._course_slot_as_written[1])
+    return fit_slot_numbers(copy)
 
 
 def _tick_points(fig) -> float:

@@ -21,8 +21,8 @@ async () => {
     const digits = m[1].replace('.', '').replace(/^0+/, '');
     return digits && /[1-9]/.test(digits) ? digits.length : null;
   };
-  const out = {tables: [], equations: [], code: [], ticks: [], figures: [], controls: [],
-               explorers: [], column: article.clientWidth};
+  const out = {tables: [], equations: [], code: [], outputs: [], cells: [], ticks: [],
+               figures: [], numbers: [], controls: [], explorers: [], column: article.clientWidth};
 
   // Tables: the smallest gap between neighbouring cells' text (padding + spacing).
   for (const t of article.querySelectorAll('table')) {
@@ -60,6 +60,26 @@ async () => {
     if (!shown(pre) || pre.closest('.cell_output, .output')) continue;
     const excess = pre.scrollWidth - pre.clientWidth;
     out.code.push({excess, text: snip(pre.textContent)});
+  }
+  // Outputs (printed text, HTML tables): how far the widest box inside each scrolls sideways.
+  for (const o of article.querySelectorAll('div.cell_output')) {
+    if (!shown(o)) continue;
+    const boxes = [o, ...o.querySelectorAll('*')].filter(
+      b => b.tagName !== 'IMG' && !b.closest('svg, mjx-container, .course-vega-explorer') &&
+           /auto|scroll/.test(getComputedStyle(b).overflowX));
+    if (!boxes.length && !o.querySelector('pre, table')) continue;  // a figure, an explorer
+    const excess = Math.max(0, ...boxes.map(b => b.scrollWidth - b.clientWidth));
+    out.outputs.push({excess, text: snip(o.textContent)});
+  }
+  // Every cell's code and output text (an exception printed on the page shows in the output;
+  // a lesson that catches one names it in the code), and whether it wrote to stderr.
+  for (const c of article.querySelectorAll('div.cell')) {
+    const output = [...c.querySelectorAll('.cell_output')].map(o => o.textContent).join('\n');
+    if (!output.trim()) continue;
+    const input = c.querySelector('.cell_input');
+    out.cells.push({input: input ? input.textContent.slice(0, 20000) : '',
+                    output: output.slice(0, 20000),
+                    stderr: !!c.querySelector('.cell_output .stderr, .cell_output .output.stderr')});
   }
   // Figures (SVG <img>, the one the <picture> chose at this width): every text's font size as
   // drawn, i.e. its size in the SVG times the image's shown scale. Matplotlib draws a text as
@@ -111,6 +131,47 @@ async () => {
                       number: caption ? caption.textContent.trim() : ''});
     if (tick < Infinity) out.ticks.push({px: r1(tick), src: src.split('/').pop().slice(0, 12),
                                          figure: (figure || {}).id || ''});
+    // Numbers written in a figure (a heatmap's cells, a bar's value), tick labels aside: the
+    // space between two on one line, in px as shown and in ems of their text. Drawn in a
+    // hidden copy of the SVG so the browser measures the glyphs.
+    const numeric = g => {
+      const c = [...g.childNodes].find(n => n.nodeType === Node.COMMENT_NODE);
+      return c && /^\s*[−\-+]?(\d+\.?\d*|\.\d+)\s*%?\s*$/.test(c.textContent) ? c.textContent.trim() : null;
+    };
+    const host = document.createElement('div');
+    host.style.cssText = 'position:absolute;left:-20000px;top:0;visibility:hidden;';
+    const copy = document.importNode(svg, true);
+    copy.setAttribute('width', vb[2]); copy.setAttribute('height', vb[3]);  // 1 px per unit
+    host.append(copy);
+    document.body.append(host);
+    const nums = [];
+    for (const g of copy.querySelectorAll('g[id^="text_"]')) {
+      const t = numeric(g);
+      if (!t || g.closest('g[id^="xtick_"], g[id^="ytick_"]')) continue;
+      const r = g.getBoundingClientRect();
+      const inner = [...g.children].find(c => /scale\(/.test(c.getAttribute('transform') || ''));
+      const m = inner && inner.getAttribute('transform').match(/scale\(([\d.e-]+)/);
+      if (!m || !r.width) continue;
+      nums.push({t, left: r.left, right: r.right, top: r.top, bottom: r.bottom,
+                 em: Math.abs(parseFloat(m[1])) * 100});
+    }
+    host.remove();
+    let gapEm = Infinity, gapPx = Infinity, pair = '';
+    for (let i = 0; i < nums.length; i++) {
+      for (let j = 0; j < nums.length; j++) {
+        const a = nums[i], b = nums[j];
+        if (i === j || b.left < a.left) continue;
+        const overlap = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+        if (overlap < 0.5 * Math.min(a.bottom - a.top, b.bottom - b.top)) continue;  // not one line
+        const gap = b.left - a.right;
+        const em = gap / Math.min(a.em, b.em);
+        if (em < gapEm) { gapEm = em; gapPx = gap * scale; pair = `${a.t} ${b.t}`; }
+      }
+    }
+    if (nums.length > 1 && gapEm < Infinity)
+      out.numbers.push({gapEm: Math.round(gapEm * 100) / 100, gapPx: r1(gapPx), pair,
+                        count: nums.length, figure: (figure || {}).id || '',
+                        number: caption ? caption.textContent.trim() : ''});
   }
   // Explorers (Vega SVG): every text's font size as drawn (axis and legend labels, titles).
   for (const svg of article.querySelectorAll('.vega-embed svg')) {
