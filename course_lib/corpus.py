@@ -34,6 +34,7 @@ __all__ = [
     "extract_plays",
     "build_corpus",
     "load_corpus",
+    "play_title",
 ]
 
 DATA_DIR = Path(__file__).resolve().parent / "corpus_data"
@@ -61,6 +62,19 @@ _END = re.compile(r"^\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG.*$", re.M | re.
 _BOILERPLATE_LINE = re.compile(
     r"project gutenberg|gutenberg\.org|etext|e-text|small print|electronic (edition|version)", re.I
 )
+
+
+#: Words a title writes in lower case unless they begin it.
+_MINOR_WORDS = frozenset({"a", "an", "and", "in", "of", "the"})
+
+
+def play_title(name: str) -> str:
+    """A play's heading as the corpus writes it, as a title: 'THE TWO GENTLEMEN OF VERONA'
+    -> 'The Two Gentlemen of Verona', "THE WINTER'S TALE" -> "The Winter's Tale"."""
+    words = name.lower().split()
+    return " ".join(
+        w if i and w in _MINOR_WORDS else w[:1].upper() + w[1:] for i, w in enumerate(words)
+    )
 
 
 def sha256_text(text: str) -> str:

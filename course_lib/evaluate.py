@@ -12,6 +12,13 @@ right; ``wilson_interval`` (Wilson 1927: the p whose normal test would not rejec
 ``clopper_pearson_interval`` (the exact interval from the binomial distribution's tails,
 found here by bisection on sums of ``math.comb`` terms) give 95 % intervals. The tests
 compare both with ``scipy.stats.binomtest``.
+
+**Is one model better than another?** Two models scored on the same items are paired data:
+``mcnemar_test`` (McNemar 1947) uses only the items on which they disagree, b that only the
+first gets right and c that only the second does, and asks whether b out of b + c is
+compatible with a fair coin (the exact binomial test, ``scipy.stats.binomtest``).
+``mcnemar_power`` is that test's exact power for a given disagreement rate and difference of
+accuracies, and ``paired_items_needed`` the number of items at which it reaches a power.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import random
 from dataclasses import dataclass
 from statistics import NormalDist
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -29,7 +37,11 @@ __all__ = [
     "MCItem",
     "next_line_items",
     "choice_scores",
+    "multiple_choice_correct",
     "multiple_choice_accuracy",
+    "mcnemar_test",
+    "mcnemar_power",
+    "paired_items_needed",
     "wilson_interval",
     "binomial_tail",
     "clopper_pearson_interval",
@@ -128,13 +140,97 @@ def choice_scores(model, tok, item: MCItem, normalise: bool = True) -> torch.Ten
     return scores
 
 
-def multiple_choice_accuracy(model, tok, items: list[MCItem], normalise: bool = True):
-    """(number right, number of items) of the model's picks (the highest score)."""
+def multiple_choice_correct(model, tok, items: list[MCItem], normalise: bool = True) -> list[bool]:
+    """For each item, whether the model's pick (the highest score) is the right answer."""
     was_training = model.training
     model.eval()
-    right = sum(int(choice_scores(model, tok, it, normalise).argmax()) == it.answer for it in items)
+    right = [int(choice_scores(model, tok, it, normalise).argmax()) == it.answer for it in items]
     model.train(was_training)
-    return right, len(items)
+    return right
+
+
+def multiple_choice_accuracy(model, tok, items: list[MCItem], normalise: bool = True):
+    """(number right, number of items) of the model's picks (the highest score)."""
+    return sum(multiple_choice_correct(model, tok, items, normalise)), len(items)
+
+
+def mcnemar_test(a_right, b_right) -> dict:
+    """McNemar's exact test of two models scored on the same items.
+
+    ``a_right``, ``b_right``: one bool per item (the same items, in the same order). Returns
+    the 2 x 2 counts (``both``, ``only_a``, ``only_b``, ``neither``) and ``p``, the two-sided
+    p-value of the exact binomial test of only_a out of only_a + only_b at 1/2 (1 when the two
+    never disagree). The items both get right or both get wrong say nothing about which is
+    better, so they do not enter."""
+    from scipy.stats import binomtest
+
+    a, b = [bool(x) for x in a_right], [bool(x) for x in b_right]
+    if len(a) != len(b) or not a:
+        raise ValueError(
+            f"mcnemar_test: need the same number (>= 1) of results for both models; got "
+            f"{len(a)} and {len(b)}."
+        )
+    only_a = sum(x and not y for x, y in zip(a, b))
+    only_b = sum(y and not x for x, y in zip(a, b))
+    both = sum(x and y for x, y in zip(a, b))
+    disagree = only_a + only_b
+    p = binomtest(only_a, disagree, 0.5).pvalue if disagree else 1.0
+    return {
+        "n": len(a),
+        "both": both,
+        "only_a": only_a,
+        "only_b": only_b,
+        "neither": len(a) - both - disagree,
+        "p": float(p),
+    }
+
+
+def _check_paired(p_disagree: float, gap: float, alpha: float) -> None:
+    if not (0 < p_disagree <= 1 and 0 < gap <= p_disagree and 0 < alpha < 1):
+        raise ValueError(
+            "need 0 < gap <= p_disagree <= 1 and 0 < alpha < 1 (the accuracies can differ by "
+            f"at most the share of items the models disagree on); got p_disagree={p_disagree}, "
+            f"gap={gap}, alpha={alpha}."
+        )
+
+
+def mcnemar_power(n: int, p_disagree: float, gap: float, alpha: float = 0.05) -> float:
+    """The exact power of ``mcnemar_test`` at level ``alpha`` on ``n`` items, for two models
+    that disagree on a share ``p_disagree`` of the items and whose accuracies differ by ``gap``
+    (fractions). Then the number of disagreements d is Binomial(n, p_disagree), and of those
+    the first model wins Binomial(d, q) with q = (p_disagree + gap) / (2 p_disagree); the test
+    rejects when min(only_a, only_b) <= c_d, c_d the largest count whose two tails at 1/2 sum
+    to at most alpha. Power = sum over d of P(d) P(reject | d)."""
+    from scipy.stats import binom
+
+    _check_paired(p_disagree, gap, alpha)
+    d = np.arange(n + 1)  # (n + 1,): every possible number of disagreements
+    # c_d: the largest c with P(X <= c) <= alpha / 2 for X ~ Binomial(d, 1/2) (-1: none)
+    c = binom.ppf(alpha / 2, d, 0.5)
+    c = np.where(binom.cdf(c, d, 0.5) > alpha / 2, c - 1, c)  # (n + 1,)
+    q = (p_disagree + gap) / (2 * p_disagree)
+    reject = np.where(c >= 0, binom.cdf(c, d, q) + binom.sf(d - c - 1, d, q), 0.0)  # (n + 1,)
+    return float((binom.pmf(d, n, p_disagree) * reject).sum())
+
+
+def paired_items_needed(
+    p_disagree: float, gap: float, alpha: float = 0.05, power: float = 0.8
+) -> int:
+    """The number of items at which ``mcnemar_test`` detects a difference ``gap`` between two
+    accuracies with probability ``power``, for models that disagree on a share ``p_disagree``
+    of the items: the first n (by doubling, then bisection) with ``mcnemar_power`` >= power.
+    (The exact power wiggles slightly with n, so a neighbouring n can fall just short.)"""
+    _check_paired(p_disagree, gap, alpha)
+    if not 0 < power < 1:
+        raise ValueError(f"paired_items_needed: power must lie in (0, 1); got {power}.")
+    hi = 16
+    while mcnemar_power(hi, p_disagree, gap, alpha) < power:
+        hi *= 2
+    lo = hi // 2  # power(lo) < power (or lo is below the first tried)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if mcnemar_power(mid, p_disagree, gap, alpha) >= power else (mid, hi)
+    return hi
 
 
 def _check_counts(k: int, n: int, confidence: float, name: str) -> None:

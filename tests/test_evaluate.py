@@ -99,3 +99,64 @@ def test_items_to_resolve_separates_the_wilson_intervals():
     )
     with pytest.raises(ValueError, match="fractions"):
         items_to_resolve(0.3, 3)
+
+
+# --------------------------------------------------------------------------- paired: McNemar
+def test_mcnemar_counts_and_p_match_scipy_binomtest():
+    stats = pytest.importorskip("scipy.stats")
+    from course_lib.evaluate import mcnemar_test
+
+    gen = torch.Generator().manual_seed(3)
+    a = (torch.rand(200, generator=gen) < 0.4).tolist()
+    b = [x if torch.rand(1, generator=gen) < 0.7 else not x for x in a]  # mostly the same
+    r = mcnemar_test(a, b)
+    only_a = sum(x and not y for x, y in zip(a, b))
+    only_b = sum(y and not x for x, y in zip(a, b))
+    assert (r["only_a"], r["only_b"], r["n"]) == (only_a, only_b, 200)
+    assert r["both"] + r["only_a"] + r["only_b"] + r["neither"] == 200
+    assert r["p"] == pytest.approx(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue)
+    # the exact two-sided p-value by hand: twice the smaller tail of Binomial(d, 1/2)
+    d, k = only_a + only_b, min(only_a, only_b)
+    tail = sum(math.comb(d, i) for i in range(k + 1)) / 2**d
+    assert r["p"] == pytest.approx(min(1.0, 2 * tail))
+    # the items both get right (or wrong) do not enter: adding some changes nothing
+    more = mcnemar_test(a + [True] * 50 + [False] * 50, b + [True] * 50 + [False] * 50)
+    assert more["p"] == r["p"]
+    assert mcnemar_test([True, False], [True, False])["p"] == 1.0
+    with pytest.raises(ValueError, match="same number"):
+        mcnemar_test([True], [True, False])
+
+
+@pytest.mark.parametrize("n,p_disagree,gap", [(40, 0.5, 0.2), (60, 0.3, 0.1), (25, 0.8, 0.4)])
+def test_mcnemar_power_matches_binomtest_rejections(n, p_disagree, gap):
+    """The exact power, summed item count by item count with scipy's binomtest deciding each
+    outcome (a brute force over every number of disagreements and of wins)."""
+    stats = pytest.importorskip("scipy.stats")
+    from course_lib.evaluate import mcnemar_power
+
+    q = (p_disagree + gap) / (2 * p_disagree)
+    power = 0.0
+    for d in range(1, n + 1):  # no disagreement (d = 0): no evidence, no rejection
+        p_d = stats.binom.pmf(d, n, p_disagree)
+        for k in range(d + 1):
+            if stats.binomtest(k, d, 0.5).pvalue <= 0.05:
+                power += p_d * stats.binom.pmf(k, d, q)
+    assert mcnemar_power(n, p_disagree, gap) == pytest.approx(power, abs=1e-9)
+
+
+def test_paired_items_needed_is_the_first_n_with_the_power_and_near_connor():
+    from statistics import NormalDist
+
+    from course_lib.evaluate import mcnemar_power, paired_items_needed
+
+    p_d, gap = 0.3, 0.06
+    n = paired_items_needed(p_d, gap)
+    assert mcnemar_power(n, p_d, gap) >= 0.8 > mcnemar_power(n - 1, p_d, gap)
+    # Connor's (1987) normal approximation for McNemar's test lands close to the exact count
+    za, zb = NormalDist().inv_cdf(0.975), NormalDist().inv_cdf(0.8)
+    connor = (za * math.sqrt(p_d) + zb * math.sqrt(p_d - gap**2)) ** 2 / gap**2
+    assert n == pytest.approx(connor, rel=0.1)
+    # models that disagree less are easier to tell apart
+    assert paired_items_needed(0.15, gap) < n
+    with pytest.raises(ValueError, match="gap <= p_disagree"):
+        paired_items_needed(0.05, 0.1)

@@ -156,6 +156,48 @@ def test_roles_become_values_and_site_links():
     assert f"[sheet]({base}_downloads/abc/s.html)" in out
 
 
+def test_repository_paths_become_links_to_the_repository():
+    """A Colab session has the installed package, not the repository: every code span that
+    names a file or folder of the repository links to it on GitHub (package data written
+    from inside the package, ``configs/x.json``, too); other code stays code."""
+    url, branch = colab.repository(ROOT)
+    out = reader.render_markdown(
+        "`benchmarks/speedrun.py` trains; `tests/test_reader.py` checks; "
+        "`course_lib/configs/long.json` and `configs/chapter.json`; the folder `benchmarks/`; "
+        "`no/such/file.py`, `x = a/b`, `course_lib.model` and {term}`heads <attention>`.",
+        _ctx(),
+    )
+    for shown, path, kind in [
+        ("benchmarks/speedrun.py", "benchmarks/speedrun.py", "blob"),
+        ("tests/test_reader.py", "tests/test_reader.py", "blob"),
+        ("course_lib/configs/long.json", "course_lib/configs/long.json", "blob"),
+        ("configs/chapter.json", "course_lib/configs/chapter.json", "blob"),
+        ("benchmarks/", "benchmarks", "tree"),
+    ]:
+        assert f"[`{shown}`]({url}/{kind}/{branch}/{path})" in out
+    assert "`no/such/file.py`," in out and "[`no/such" not in out
+    assert "`x = a/b`" in out and "`course_lib.model`" in out
+
+
+@pytest.mark.parametrize("md", PAGES, ids=_rel)
+def test_reader_notebook_links_every_repository_path_and_says_numbers_may_differ(md):
+    """In the committed reader notebooks no repository path is left as bare code, and every
+    notebook that runs code says, under its title, that a run recomputes the numbers."""
+    nb = nbformat.read(reader.reader_path(md), as_version=4)
+    url, _ = colab.repository(ROOT)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    bare = [
+        m.group(0)
+        for m in reader._CODE_PATH.finditer(text)
+        if reader._repository_file(m.group("path"), ROOT) and not text[m.end() :].startswith("](")
+    ]
+    assert not bare, f"{_rel(md)}: repository paths not linked: {bare}"
+    assert f"]({url}/" in text or not re.search(r"`(benchmarks|tests)/", text)
+    if any(c.cell_type == "code" and c.get("id") != "colab-setup" for c in nb.cells):
+        assert nb.cells[1].get("id") == "reader-note", f"{_rel(md)}: no note under the title"
+        assert "recomputes" in nb.cells[1].source
+
+
 def test_citations_are_author_year_with_a_reference_list():
     ctx = _ctx()
     out = reader.render_markdown(

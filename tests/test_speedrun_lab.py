@@ -75,3 +75,41 @@ def test_time_to_target_and_budget():
     assert time_to_target(rec, 1.9) is None
     # the reference takes 0.1 s a step: 100 steps are 10 s, which a 0.2 s step spends in 50
     assert steps_for_budget([0.1, 0.2, 0.05], 100) == [100, 50, 200]
+
+
+def test_bigram_loss_is_the_counted_models_cross_entropy():
+    from course_lib.labs.speedrun import bigram_loss
+
+    train = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 0, 2])
+    val = torch.tensor([0, 1, 2, 0, 2])
+    V = 3
+    counts = torch.ones(V, V)
+    for a, b in zip(train[:-1].tolist(), train[1:].tolist()):
+        counts[a, b] += 1
+    probs = counts / counts.sum(1, keepdim=True)
+    expected = torch.nn.functional.nll_loss(probs[val[:-1]].log(), val[1:])
+    assert bigram_loss(train, val, V) == pytest.approx(expected.item(), rel=1e-6)
+    # a text that always repeats the same pair is learnt almost perfectly from a long sample
+    cycle = torch.arange(2).repeat(5000)
+    assert bigram_loss(cycle, cycle[:100], 2) < 1e-3
+    with pytest.raises(ValueError, match="two"):
+        bigram_loss(train[:1], val, V)
+
+
+def test_describe_recipe_names_each_change():
+    from course_lib.labs.speedrun import describe_recipe
+
+    text = describe_recipe(
+        {
+            "modern": {"norm": "rmsnorm", "qk_norm": True, "tie_head": False},
+            "optimizer": "muon",
+            "muon_lr": 0.04,
+            "schedule": "wsd",
+        }
+    )
+    assert text == (
+        "RMSNorm, QK-norm, an untied head, Muon (peak rate 0.04) for the blocks' matrices "
+        "and warmup-stable-decay"
+    )
+    assert describe_recipe({"modern": {"mlp": "swiglu"}}) == "SwiGLU"
+    assert describe_recipe({}) == "no change"

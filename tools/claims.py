@@ -1,7 +1,7 @@
 """The chapters' sentences that state a computed fact, checked against the numbers beside them.
 
 A training run's numbers differ from one CPU to the next (``tools.spread``), so a sentence
-such as "the commonest kind is *after mille*" or "fusing the two rankings is worse than BM25
+such as "the commonest kind is “after mille”" or "fusing the two rankings is worse than BM25
 alone" can be true on the machine that built the site and false on a reader's. Every such
 sentence says its fact in one of two ways:
 
@@ -149,7 +149,7 @@ _KINDS = {
 def _commonest_kind(v: Values) -> bool:
     counts = {label: int(v.num(f"early_n_{k}")) for k, label in _KINDS.items()}
     top = max(counts.values())
-    named = re.findall(r"\*([^*]+)\*", v.text("top_kind_phrase"))
+    named = re.findall(r"“([^”]+)”", v.text("top_kind_phrase"))
     return (
         sum(counts.values()) == v.num("early_wrong")
         and counts["agreement"] == v.num("early_agree")
@@ -179,7 +179,7 @@ def _beam_changed(v: Values) -> bool:
 
 def _digits(v: Values) -> bool:
     own, sentence = int(v.num("digits_own")), v.text("digit_sentence")
-    sept = f"*sept* reads *{v.text('sept_top')}*" in sentence
+    sept = f"“sept” reads “{v.text('sept_top')}”" in sentence
     if own == 9:
         return sept and sentence.startswith("Every digit word")
     lead = "Most" if own > 4.5 else "Only"
@@ -187,10 +187,8 @@ def _digits(v: Values) -> bool:
 
 
 def _mille(v: Values) -> bool:
-    top, sentence = v.text("mille_top"), v.text("mille_sentence")
-    if top == "thousand":
-        return "*mille* reads *thousand* most" in sentence and "another matter" not in sentence
-    return f"*mille* reads *{top}* most, not *thousand*" in sentence
+    top, note = v.text("mille_top"), v.text("mille_note")
+    return note == (", as a dictionary would" if top == "thousand" else ", not “thousand”")
 
 
 CLAIMS: dict[str, tuple[Claim, ...]] = {
@@ -517,7 +515,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
             "in French the English tens word decides it",
             lambda v: v.num("vingt_tens") >= 10,
         ),
-        Claim("{glue:text}`mille_sentence`", _mille),
+        Claim("“{glue:text}`mille_top`” most{glue:text}`mille_note`", _mille),
         Claim(
             "The trained model makes few mistakes",
             lambda v: v.num("n_wrong") <= 0.05 * v.num("n_test"),

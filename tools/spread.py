@@ -56,9 +56,94 @@ __all__ = [
     "glue_text",
     "glue_differences",
     "tolerance_table",
+    "NOT_YET_MEASURED",
+    "MEASURED",
 ]
 
 SPREAD_FILE = "course_lib/results/isa_spread.json"
+# Glued timings, measured on the machine that builds the site (they follow its load): the site
+# shows its own build's value, notebooks/site.json the published build's, and no test compares
+# them. What a training run measures (its numbers differ by CPU) is judged by tools/spread.py.
+MEASURED: dict[str, tuple[str, ...]] = {
+    "book/11_encoders": ("mlm_seconds", "vit_s"),
+    "book/14_translation": ("train_s",),
+    "book/15_speedrun": ("live_ratio",),
+}
+# Glued names that chapters gained after the last measurement (2026-11-27: Chapter 12's head
+# verdict, 13's McNemar test, 14's original recipe, 15's rewritten ablation and race). Until
+# `python benchmarks/isa_spread.py --pages PAGE` measures them they are compared EXACTLY (the
+# strict default: a machine that computes another value fails test_site_data_...), and most
+# are read from committed results files, so they are the same everywhere. tests/test_spread.py
+# fails on a name listed here that the measurement has (a stale row) or the page no longer glues.
+NOT_YET_MEASURED: dict[str, tuple[str, ...]] = {
+    "book/12_finetuning": ("att_verdict",),
+    "book/13_assistant": (
+        "mc_overlap",
+        "mcn_b",
+        "mcn_c",
+        "mcn_disagree",
+        "mcn_n_needed",
+        "mcn_p",
+        "mcn_verdict",
+    ),
+    "book/14_translation": (
+        "lr_end_cos",
+        "lr_end_noam",
+        "lr_peak",
+        "ls_floor",
+        "modern_val_max",
+        "orig_dropout",
+        "orig_em_max",
+        "orig_em_min",
+        "orig_em_phrase",
+        "orig_emb_rms",
+        "orig_params",
+        "orig_pe_params",
+        "orig_pe_rms",
+        "orig_pe_rows",
+        "orig_scaled_rms",
+        "orig_seeds",
+        "orig_val_max",
+        "orig_val_min",
+        "wu_base",
+        "wu_base_cost",
+        "wu_hurt_rates",
+        "wu_post",
+        "wu_post_cost",
+        "wu_post_nw",
+        "wu_pre",
+        "wu_pre_cost",
+        "wu_pre_nw",
+        "wu_rates",
+        "wu_steps",
+        "wu_top",
+        "wu_where",
+    ),
+    "book/15_speedrun": (
+        "abl_all",
+        "abl_bigram",
+        "abl_date",
+        "abl_false_expected",
+        "abl_horizon",
+        "abl_load",
+        "abl_moe_note",
+        "abl_n_tests",
+        "q1_example",
+        "race_eval_every",
+        "race_fairness",
+        "race_mode",
+        "race_steps_sentence",
+        "race_threads",
+        "recap_verdict",
+        "router_grad_gate",
+        "router_grad_ratio",
+        "router_grad_renorm",
+        "speedrun_choice",
+        "speedrun_description",
+        "tune_best",
+        "tune_rates",
+    ),
+}
 # The CPUs this machine can simulate: the environment that makes PyTorch take each one's path
 # (read when torch loads, so set before a process imports it).
 CPUS: dict[str, dict[str, str]] = {
@@ -178,8 +263,7 @@ def tolerances(root: Path = ROOT) -> dict[tuple[str, str], Tolerance]:
     too: a seed moves a run further than an instruction set does, and stands for the CPUs this
     machine cannot simulate. A value that differs only between seeds (an untrained model's
     loss, a random draw) is the same on every CPU, so exact, and not listed."""
-    from .reader import MEASURED as timings
-
+    timings = MEASURED
     data = load_spread(root)
     cpu_runs = {name for name, run in data["runs"].items() if run["seed_offset"] == 0}
     out: dict[tuple[str, str], Tolerance] = {}

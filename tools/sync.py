@@ -28,6 +28,9 @@ input a build produces: ``./course sync --from-build [BUILD]`` rewrites it from 
 (default: ``_build``, else the test build ``test-output/book/_build``) before syncing;
 ``--compare-build BUILD`` only tells how a build's numbers compare with the published ones
 (``./course build`` runs it for its reader: nothing to commit, ``compare_build``).
+``--glue-from-run PAGE.md ...`` refreshes only those pages' glue values, by running each page
+in a fresh kernel (quicker than a build when a few chapters changed; a new label or figure
+number still needs a build).
 
 Adding a kind: write ``def _plan_x(root) -> list[Change]`` and add it to ``KINDS``.
 """
@@ -272,6 +275,20 @@ def write_site_data(build: Path, root: Path = ROOT) -> Path:
     return target
 
 
+def write_page_glue(md: Path, root: Path = ROOT) -> Path:
+    """Replace one page's glue values in ``notebooks/site.json`` by those of a run of it."""
+    from .reader import SITE_DATA, load_site_data, site_data_text, site_glue_from_run
+
+    md = Path(md).resolve()
+    page = md.relative_to(Path(root).resolve()).with_suffix("").as_posix()
+    data = load_site_data(root)
+    data.setdefault("pages", {})[page] = {"glue": site_glue_from_run(md, root)}
+    data["pages"] = dict(sorted(data["pages"].items()))
+    target = Path(root) / SITE_DATA
+    target.write_text(site_data_text(data), encoding="utf-8")
+    return target
+
+
 def default_build(root: Path = ROOT) -> Path:
     from .reader import SITE_BUILD_FILE
 
@@ -337,6 +354,13 @@ def main(argv: list[str] | None = None) -> int:
         help="first rewrite notebooks/site.json from a build folder",
     )
     parser.add_argument(
+        "--glue-from-run",
+        nargs="+",
+        type=Path,
+        metavar="PAGE.md",
+        help="first refresh these pages' glue values in notebooks/site.json by running them",
+    )
+    parser.add_argument(
         "--compare-build",
         type=Path,
         metavar="BUILD",
@@ -356,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_build is not None and not args.check:
         build = Path(args.from_build) if args.from_build else default_build(root)
         print(f"sync: wrote {_rel(write_site_data(build, root), root)} from {build}")
+    if args.glue_from_run and not args.check:
+        for md in args.glue_from_run:
+            print(f"sync: {_rel(write_page_glue(md, root), root)}: glue of {md} from a run")
     if args.check:
         stale = plan(root, args.kind)
         for kind, c in stale:

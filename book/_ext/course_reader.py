@@ -27,7 +27,7 @@ _REPO = Path(__file__).resolve().parents[2]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 from tools.colab import colab_url  # noqa: E402
-from tools.reader import READER_DIR, SITE_BUILD_FILE, site_data_text  # noqa: E402
+from tools.reader import READER_DIR, SITE_BUILD_FILE, glue_entries, site_data_text  # noqa: E402
 
 logger = logging.getLogger(__name__)
 OUT_DIR = "_notebooks"
@@ -86,21 +86,12 @@ def copy_notebooks(app, exception):
 
 
 # --------------------------------------------------------------------------- site data
-_KEEP_MIME = ("text/plain", "text/latex", "text/markdown")
 _SKIP_LABELS = ("genindex", "modindex", "search", "py-")
 
 
 def glue_values(glue_file: Path) -> dict:
-    """A page's glued values as the reader notebooks need them (myst-nb's ``.glue.json``): the
-    text, LaTeX and Markdown representations, and whether myst-nb strips a string's quotes."""
-    data = json.loads(glue_file.read_text(encoding="utf-8"))
-    out = {}
-    for key, value in sorted(data.items()):
-        entry = {m: v for m, v in value.get("data", {}).items() if m in _KEEP_MIME}
-        if value.get("metadata", {}).get("strip_text_quotes"):
-            entry["strip_text_quotes"] = True
-        out[key] = entry
-    return out
+    """A page's glued values as the reader notebooks need them (myst-nb's ``.glue.json``)."""
+    return glue_entries(json.loads(glue_file.read_text(encoding="utf-8")))
 
 
 def _number(env, docname: str, anchor: str) -> tuple[str, str] | None:

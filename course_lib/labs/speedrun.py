@@ -30,7 +30,16 @@ from ..muon import Muon, muon_param_groups
 from ..schedule import warmup_cosine, warmup_stable_decay
 from ..train import make_optimizer
 
-__all__ = ["Recipe", "Run", "race", "time_to_target", "seconds_per_step", "steps_for_budget"]
+__all__ = [
+    "Recipe",
+    "Run",
+    "race",
+    "time_to_target",
+    "seconds_per_step",
+    "steps_for_budget",
+    "bigram_loss",
+    "describe_recipe",
+]
 
 OPTIMIZERS = ("adamw", "muon")
 SCHEDULES = ("cosine", "wsd")
@@ -228,3 +237,46 @@ def steps_for_budget(per_step: list[float], reference_steps: int, reference: int
     ratio of speeds measured side by side, so it holds on a busy machine too."""
     budget = reference_steps * per_step[reference]
     return [max(10, round(budget / t)) for t in per_step]
+
+
+def bigram_loss(train_tokens, val_tokens, vocab_size: int) -> float:
+    """Cross-entropy (nats per token) on ``val_tokens`` of a character bigram model counted on
+    ``train_tokens`` (add-one smoothing): what a model that reads only the previous token can
+    reach. A language model's loss levels off near it early in training, before attention
+    learns to use the context."""
+    train = torch.as_tensor(train_tokens, dtype=torch.long)
+    val = torch.as_tensor(val_tokens, dtype=torch.long)
+    if train.numel() < 2 or val.numel() < 2:
+        raise ValueError("bigram_loss: need at least two training and two validation tokens.")
+    counts = torch.ones(vocab_size, vocab_size)  # (V, V): add-one smoothing
+    counts.index_put_((train[:-1], train[1:]), torch.ones(train.numel() - 1), accumulate=True)
+    logp = counts.log() - counts.sum(dim=1, keepdim=True).log()  # (V, V): log p(next | prev)
+    return -logp[val[:-1], val[1:]].mean().item()
+
+
+_CHANGE_NAMES = {
+    ("norm", "rmsnorm"): "RMSNorm",
+    ("mlp", "swiglu"): "SwiGLU",
+    ("mlp", "moe"): "a mixture of experts",
+    ("qk_norm", True): "QK-norm",
+    ("tie_head", False): "an untied head",
+}
+
+
+def describe_recipe(changes: dict) -> str:
+    """The changes of a recipe (``Recipe`` keyword arguments: ``modern``, ``optimizer``,
+    ``muon_lr``, ``schedule``) in words, e.g. "QK-norm, an untied head, Muon (peak rate 0.04)
+    for the blocks' matrices and warmup-stable-decay"."""
+    parts = [
+        _CHANGE_NAMES[(k, v)]
+        for k, v in (changes.get("modern") or {}).items()
+        if (k, v) in _CHANGE_NAMES
+    ]
+    if changes.get("optimizer") == "muon":
+        rate = changes.get("muon_lr", Recipe.muon_lr)
+        parts.append(f"Muon (peak rate {rate:g}) for the blocks' matrices")
+    if changes.get("schedule") == "wsd":
+        parts.append("warmup-stable-decay")
+    if not parts:
+        return "no change"
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
