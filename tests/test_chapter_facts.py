@@ -748,6 +748,7 @@ def test_chapter_14_warm_up_paragraph_says_what_the_grid_shows():
     assert g["wu_base_cost"] == f"{base:+.2f}" and abs(base) < 0.1
     assert modern["config"]["n_enc_layer"] == modern["config"]["n_dec_layer"]
 
+
 # --------------------------------------------------------------------------- reader pass 3
 # (issue 36): each corrected line is glued or checked here; the wrong phrases are gone.
 #: Phrases of the lines the reader found wrong (whitespace-insensitive), one per defect; none may
