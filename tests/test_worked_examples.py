@@ -482,7 +482,33 @@ def expected_values() -> dict[str, list[float]]:
     )
     for key, (_, pr), (_, y_) in zip(["AB", "AA", "BA"], outs, PATTERNS):
         ex[f"e6_p_{key}"] = [pr[VOCAB.index(y_)].item()]
+    ex.update(universal_approximation_values())
     return ex
+
+
+def universal_approximation_values() -> dict[str, list[float]]:
+    """Example 5.5's numbers without the lab's network: the broken line through the knots is
+    ``np.interp``; the largest error on 4001 points, its log-log slope, the jump's error."""
+    import numpy as np
+
+    widths = [4, 8, 16, 32, 64, 128]
+    x = np.linspace(-1, 1, 4001)
+
+    def err(f, n):
+        knots = np.linspace(-1, 1, n + 1)
+        return float(np.abs(np.interp(x, knots, f(knots)) - f(x)).max())
+
+    errors = [err(lambda t: np.sin(3 * t) + 0.5 * t**2, n) for n in widths]
+    slope = float(np.polyfit(np.log(widths), np.log(errors), 1)[0])
+    jump = min(err(lambda t: (t > 0.0001).astype(float), n) for n in widths)
+    return {
+        "e5_ua_units": [float(widths[0]), float(widths[-1])],
+        "e5_ua_first": [errors[0]],
+        "e5_ua_last": [errors[-1]],
+        "e5_ua_slope": [slope],
+        "e5_ua_factor": [2**-slope],
+        "e5_ua_jump": [jump],
+    }
 
 
 # ------------------------------------------------------------------------------ tests

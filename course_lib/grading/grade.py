@@ -656,4 +656,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the importable module's main, not this __main__ copy's: a batch sends grade_one to
+    # the Dask workers, and cloudpickle sends a function of __main__ by value, with its
+    # module's globals (locks among them: "cannot pickle '_thread.lock'"), but a function of
+    # an importable module by reference.
+    from course_lib.grading.grade import main as _importable_main
+
+    sys.exit(_importable_main())
