@@ -7,23 +7,20 @@ execution."""
 from __future__ import annotations
 
 import ast
-import re
 
 import yaml
 
 from tools import ROOT
-
-_CELL = re.compile(
-    r"^```\{code-cell\}[^\n]*\n(?:---\n(?P<meta>.*?)\n---\n)?(?P<code>.*?)^```", re.S | re.M
-)
+from tools.format_code import CELL
 
 
 def figure_cells(root=ROOT) -> list[tuple[str, str, str]]:
     """(page, figure name, code) for every chapter cell that names a figure."""
     out = []
     for md in sorted((root / "book").rglob("*.md")):
-        for m in _CELL.finditer(md.read_text(encoding="utf-8")):
-            meta = yaml.safe_load(m.group("meta") or "") or {}
+        for m in CELL.finditer(md.read_text(encoding="utf-8")):
+            opts = m.group("opts") or ""
+            meta = yaml.safe_load(opts.strip().strip("-")) if opts.startswith("---") else {}
             name = (meta.get("mystnb") or {}).get("figure", {}).get("name")
             if name:
                 out.append((md.relative_to(root).as_posix(), name, m.group("code")))

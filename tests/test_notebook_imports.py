@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import ast
 import importlib
-import re
 
 import nbformat
 import pytest
 
 from tools import ROOT
-
-_MYST_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
+from tools.format_code import CELL
 
 
 def _sources() -> list[tuple[str, str]]:
     """(where, code) for every code cell of the course's notebooks and chapters."""
     out = []
     for md in sorted((ROOT / "book").rglob("*.md")):
-        for i, m in enumerate(_MYST_CELL.finditer(md.read_text(encoding="utf-8"))):
-            code = "\n".join(ln for ln in m.group(1).splitlines() if not ln.startswith(":"))
-            out.append((f"{md.relative_to(ROOT)} cell {i}", code))
+        for i, m in enumerate(CELL.finditer(md.read_text(encoding="utf-8"))):
+            out.append((f"{md.relative_to(ROOT)} cell {i}", m.group("code")))
     for folder in ("solutions", "exercises", "notebooks"):
         for path in sorted((ROOT / folder).rglob("*.ipynb")):
             nb = nbformat.read(path, as_version=4)
