@@ -5,7 +5,7 @@
         --betas 0.1 --out /tmp/assistant.json                 # a quick run
 
 Starts from the course's pretrained model (``course_lib.checkpoint.load_pretrained``) and
-measures, on the held-out plays (``course_lib.instruct.HELD_OUT_PLAYS``):
+measures, on the held-out plays (``course_lib.labs.instruct.HELD_OUT_PLAYS``):
 
 - task accuracy (exact match, per instruction) of the base model asked in plain text, of SFT
   with the prompt's loss masked, and of the same SFT run with the prompt not masked;
@@ -30,14 +30,14 @@ import torch
 from _common import results_file, write_json  # run from benchmarks/
 
 from course_lib.checkpoint import PRETRAINED, load_pretrained, load_pretrained_info
-from course_lib.dpo import dpo_train, preference_metrics, preference_pairs
-from course_lib.evaluate import (
+from course_lib.labs.dpo import dpo_train, preference_metrics, preference_pairs
+from course_lib.labs.evaluate import (
     clopper_pearson_interval,
     multiple_choice_accuracy,
     next_line_items,
     wilson_interval,
 )
-from course_lib.instruct import (
+from course_lib.labs.instruct import (
     SPECIALS,
     extend_vocab,
     instruction_set,

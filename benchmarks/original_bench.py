@@ -39,8 +39,8 @@ EARLY = 50  # steps over which the largest gradient norm is recorded
 
 
 def _build(norm: str):
-    from course_lib.original import OriginalSeq2Seq
-    from course_lib.seq2seq import Seq2Seq
+    from course_lib.labs.original import OriginalSeq2Seq
+    from course_lib.labs.seq2seq import Seq2Seq
 
     return Seq2Seq if norm == "modern" else functools.partial(OriginalSeq2Seq, norm=norm)
 
@@ -50,8 +50,8 @@ def run(job: dict) -> dict:
     label_smoothing, lr, steps, seed}."""
     import torch
 
-    from course_lib.seq2seq import Seq2SeqConfig, number_pairs
-    from course_lib.translate import TrainSettings, exact_match, train, translate
+    from course_lib.labs.seq2seq import Seq2SeqConfig, number_pairs
+    from course_lib.labs.translate import TrainSettings, exact_match, train, translate
 
     torch.set_num_threads(1)
     data = number_pairs()
@@ -91,7 +91,7 @@ def run(job: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from course_lib.translate import TrainSettings
+    from course_lib.labs.translate import TrainSettings
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="0,1,2")

@@ -1,4 +1,4 @@
-"""Benchmark: the number-words translator (course_lib.seq2seq) with the chapter's config.
+"""Benchmark: the number-words translator (course_lib.labs.seq2seq) with the chapter's config.
 
     python benchmarks/seq2seq_bench.py                       # the chapter's run (2 threads)
     python benchmarks/seq2seq_bench.py --seeds 0,1,2         # several seeds: how reliable is it?
@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 from _common import write_json  # run from benchmarks/
 
-from course_lib.seq2seq import Seq2SeqConfig, aligned_words, number_pairs
-from course_lib.translate import TrainSettings, evaluate, train
+from course_lib.labs.seq2seq import Seq2SeqConfig, aligned_words, number_pairs
+from course_lib.labs.translate import TrainSettings, evaluate, train
 
 RESULTS = Path(__file__).resolve().parents[1] / "course_lib" / "results" / "seq2seq.json"
 

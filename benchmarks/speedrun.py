@@ -229,7 +229,7 @@ def ablation_table(args, names, per_step, by_name, load) -> dict:
     return {
         "config": "chapter",
         # the MoE's top-1 weight: "switch" (the router's probability, as Switch Transformers;
-        # course_lib.modern since issue 36) or "renormalised" (p / p = 1: no gradient from the
+        # course_lib.labs.modern since issue 36) or "renormalised" (p / p = 1: no gradient from the
         # loss reached the router, only the balance loss trained it)
         "moe_router": "switch",
         "ref_steps": args.ref_steps,

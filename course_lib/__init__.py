@@ -2,10 +2,11 @@
 
 Chapters import from here instead of copying helpers from page to page::
 
-    from course_lib import scaled_dot_product_attention, cross_entropy, attention_heatmap, glue
+    from course_lib import scaled_dot_product_attention, causal_mask, attention_heatmap, glue
 
-Rooms: the core modules, flat like nanoGPT (the math a reader reuses and the model they
-train); ``labs`` (the chapters' experiments); ``handcalc`` (Chapter 5's hand calculation);
+Rooms: the core modules, flat like nanoGPT (what two or more chapters use: the math and the
+model they train); ``labs`` (what one chapter uses: its models, training loops and
+experiments); ``handcalc`` (Chapter 5's hand calculation);
 ``viz`` (what a chapter shows); ``grading`` (the exercises' checks and the grader). The one
 map of modules, and the import rules between rooms, are in CONTRIBUTING.md ("Rooms").
 
@@ -25,7 +26,6 @@ from .attention import (
     softmax,
     split_heads,
 )
-from .loss import cross_entropy, cross_entropy_grad, log_softmax, perplexity
 
 __version__ = "0.1.0"
 
@@ -39,10 +39,6 @@ __all__ = [
     "sinusoidal_positions",
     "softmax",
     "split_heads",
-    "cross_entropy",
-    "cross_entropy_grad",
-    "log_softmax",
-    "perplexity",
 ]  # and the lazy names below (not in __all__: a star import would load matplotlib)
 
 # name -> module of the viz room, imported on first use (PEP 562)

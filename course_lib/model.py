@@ -9,7 +9,7 @@ code of the attention chapter, which also gives the weights) or through PyTorch'
 checks that the two agree.
 
 GPT-2 itself is ``GPTConfig.gpt2()``: the defaults differ from it only in the GELU (exact here,
-the tanh approximation in GPT-2: ``gelu="tanh"``) and in the sizes; ``course_lib.gpt2`` loads
+the tanh approximation in GPT-2: ``gelu="tanh"``) and in the sizes; ``course_lib.labs.gpt2`` loads
 its weights. Options of ``GPTConfig`` beyond GPT-2: ``causal=False`` (bidirectional attention, for
 encoders built from these blocks), ``n_kv_heads`` (grouped-query attention: fewer key/value
 heads, shared by groups of query heads) and ``pos="rope"`` (rotary embeddings of queries and

@@ -628,7 +628,7 @@ def _results(name: str) -> dict:
 def test_chapter_14_original_recipe_study_is_complete_and_on_the_chapters_budget():
     """results/original.json holds every run it planned, each on the chapter's budget (the
     recipe runs) or the grid's, with the settings the modern runs of seq2seq.json used."""
-    from course_lib.translate import TrainSettings
+    from course_lib.labs.translate import TrainSettings
 
     study, modern = _results("original.json"), _results("seq2seq.json")
     assert study["complete"] and len(study["runs"]) == study["jobs_planned"]
@@ -651,8 +651,8 @@ def test_chapter_14_original_recipe_study_is_complete_and_on_the_chapters_budget
 
 def test_chapter_14_original_recipe_numbers():
     """The original-recipe section's numbers, from the results files and the formulas."""
+    from course_lib.labs.translate import TrainSettings
     from course_lib.schedule import noam_rate, warmup_cosine
-    from course_lib.translate import TrainSettings
 
     g = glued(
         "14_translation",
@@ -702,7 +702,7 @@ def test_chapter_14_original_recipe_numbers():
 
 
 def test_chapter_14_warm_up_paragraph_says_what_the_grid_shows():
-    from course_lib.translate import TrainSettings
+    from course_lib.labs.translate import TrainSettings
 
     g = glued(
         "14_translation",

@@ -1,8 +1,8 @@
-"""course_lib.labs.cost: the FLOP formulas against PyTorch's FLOP counter and the papers."""
+"""course_lib.cost: the FLOP formulas against PyTorch's FLOP counter and the papers."""
 
 import pytest
 
-from course_lib.labs.cost import (
+from course_lib.cost import (
     A100,
     GPT3,
     LLAMA2_70B,

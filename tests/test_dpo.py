@@ -1,4 +1,4 @@
-"""DPO (course_lib.dpo): the loss against the paper's equation computed by brute force, its
+"""DPO (course_lib.labs.dpo): the loss against the paper's equation computed by brute force, its
 gradient against autograd and finite differences, the sequence log-probability against one
 forward pass per token, and the measurements on a tiny model."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from course_lib.data import CharTokenizer
-from course_lib.dpo import (
+from course_lib.labs.dpo import (
     Pair,
     dpo_loss,
     dpo_loss_grad,
@@ -20,8 +20,8 @@ from course_lib.dpo import (
     preference_pairs,
     token_kl,
 )
-from course_lib.evaluate import completion_logprobs
-from course_lib.instruct import END, SPECIALS, Example
+from course_lib.labs.evaluate import completion_logprobs
+from course_lib.labs.instruct import END, SPECIALS, Example
 from course_lib.model import GPTConfig, MiniGPT
 
 

@@ -1,4 +1,4 @@
-"""Evaluation beyond the loss (course_lib.evaluate): binomial intervals against scipy and an
+"""Evaluation beyond the loss (course_lib.labs.evaluate): binomial intervals against scipy and an
 exact computation, and the multiple-choice items and scorer."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from course_lib.data import CharTokenizer
-from course_lib.evaluate import (
+from course_lib.labs.evaluate import (
     MCItem,
     binomial_tail,
     choice_scores,
@@ -104,7 +104,7 @@ def test_items_to_resolve_separates_the_wilson_intervals():
 # --------------------------------------------------------------------------- paired: McNemar
 def test_mcnemar_counts_and_p_match_scipy_binomtest():
     stats = pytest.importorskip("scipy.stats")
-    from course_lib.evaluate import mcnemar_test
+    from course_lib.labs.evaluate import mcnemar_test
 
     gen = torch.Generator().manual_seed(3)
     a = (torch.rand(200, generator=gen) < 0.4).tolist()
@@ -132,7 +132,7 @@ def test_mcnemar_power_matches_binomtest_rejections(n, p_disagree, gap):
     """The exact power, summed item count by item count with scipy's binomtest deciding each
     outcome (a brute force over every number of disagreements and of wins)."""
     stats = pytest.importorskip("scipy.stats")
-    from course_lib.evaluate import mcnemar_power
+    from course_lib.labs.evaluate import mcnemar_power
 
     q = (p_disagree + gap) / (2 * p_disagree)
     power = 0.0
@@ -147,7 +147,7 @@ def test_mcnemar_power_matches_binomtest_rejections(n, p_disagree, gap):
 def test_paired_items_needed_is_the_first_n_with_the_power_and_near_connor():
     from statistics import NormalDist
 
-    from course_lib.evaluate import mcnemar_power, paired_items_needed
+    from course_lib.labs.evaluate import mcnemar_power, paired_items_needed
 
     p_d, gap = 0.3, 0.06
     n = paired_items_needed(p_d, gap)

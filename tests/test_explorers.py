@@ -20,8 +20,8 @@ import torch.nn.functional as F
 
 from course_lib.attention import sinusoidal_positions
 from course_lib.labs.attention_scaling import softmax_with_temperature
-from course_lib.labs.matrices import rotation_matrix
 from course_lib.labs.positions import position_similarity
+from course_lib.matrices import rotation_matrix
 from course_lib.optim import SURFACES, optimise_2d
 from course_lib.viz import explorers as E
 from tools import ROOT

@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from browser_support import browser_js, open_offline
 
 from course_lib.labs.attention_scaling import softmax_with_temperature
-from course_lib.labs.matrices import rotation_matrix
 from course_lib.labs.positions import position_similarity
+from course_lib.matrices import rotation_matrix
 from course_lib.optim import optimise_2d
 from course_lib.viz import explorers as E
 

@@ -1,4 +1,4 @@
-"""GPT-2 inside MiniGPT (course_lib.gpt2, GPTConfig.gpt2, bpe.GPT2FormatTokenizer), checked
+"""GPT-2 inside MiniGPT (course_lib.labs.gpt2, GPTConfig.gpt2, bpe.GPT2FormatTokenizer), checked
 against Hugging Face transformers and tokenizers offline: a small random GPT2LMHeadModel loaded
 into MiniGPT gives the same logits and the same greedy text, a checkpoint saved in the Hub's
 file layout loads from a directory, and GPT-2-format tokenizer files encode as GPT-2's
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from course_lib.bpe import GPT2FormatTokenizer
 from course_lib.corpus import load_corpus
-from course_lib.gpt2 import (
+from course_lib.labs.gpt2 import (
     gpt2_config,
     gpt2_files,
     gpt2_name,
@@ -230,7 +230,7 @@ def test_a_repo_id_goes_through_the_hub_download(reference, tokenizer_dir, tmp_p
         asked.append((repo_id, filename))
         return str(tmp_path / filename)
 
-    monkeypatch.setattr("course_lib.gpt2.hub_reachable", lambda **kw: (True, ""))
+    monkeypatch.setattr("course_lib.labs.gpt2.hub_reachable", lambda **kw: (True, ""))
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     ours = load_gpt2_pretrained("someone/tiny-gpt2")
     tok = load_gpt2_tokenizer("someone/tiny-gpt2")

@@ -1,5 +1,5 @@
 """The instruction set, its template and special tokens, and SFT with the prompt masked
-(course_lib.instruct)."""
+(course_lib.labs.instruct)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from course_lib.corpus import load_corpus
 from course_lib.data import CharTokenizer
-from course_lib.instruct import (
+from course_lib.labs.instruct import (
     END,
     HELD_OUT_PLAYS,
     IGNORE_INDEX,

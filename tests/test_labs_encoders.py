@@ -8,7 +8,6 @@ import torch
 
 from course_lib.corpus import load_corpus
 from course_lib.data import CharTokenizer
-from course_lib.gpt2 import gpt2_name
 from course_lib.labs.finetune import (
     PlayClassifier,
     clean_play,
@@ -17,6 +16,7 @@ from course_lib.labs.finetune import (
     play_texts,
     shuffle_words,
 )
+from course_lib.labs.gpt2 import gpt2_name
 from course_lib.labs.mlm import encode_masked, fill_blanks
 from course_lib.labs.vision import SmallCNN, digits_split, subset, train_classifier
 from course_lib.model import GPTConfig, MiniGPT

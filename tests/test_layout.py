@@ -9,6 +9,11 @@
 These rules are what keeps ``import course_lib.model`` light for a training worker and a grading
 kernel; the last tests check that in a fresh interpreter.
 
+Core or lab, by one rule: a module directly in ``course_lib/`` is used by two or more chapters, a
+module in ``course_lib/labs/`` by exactly one (a chapter: its page and sections in ``_toc.yml``
+and its solution notebook; a use counts through every chain of ``course_lib`` imports and the
+package's front door).
+
 And no cycles: in ``course_lib`` and ``tools`` no module imports, however indirectly, a module
 that imports it back, counting every import (inside functions too: a deferred import hides a
 cycle, it does not remove it). ``importlib.import_module`` takes a literal name (an edge like
@@ -137,6 +142,157 @@ def test_the_rule_checker_sees_violations(tmp_path):
     assert any("checks.py:2 (grading) imports course_lib.model (core)" in g for g in got)
 
 
+def _chapters(root: Path) -> dict[str, list[str]]:
+    """{chapter: the code of its page, its sections and its solution notebook}: the chapters are
+    the entries of ``_toc.yml`` (the root and each part's chapters), a section belongs to the
+    chapter whose ``sections`` list it, and ``solutions/NAME.ipynb`` to ``book/NAME``."""
+    import json
+
+    import yaml
+
+    from tools.format_code import CELL
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    chapters: dict[str, list[str]] = {}
+
+    def files_of(entry: dict) -> list[str]:  # an entry and its sections, however deep
+        return [entry["file"], *(f for s in entry.get("sections", []) for f in files_of(s))]
+
+    for entry in [{"file": toc["root"]}] + [c for p in toc.get("parts", []) for c in p["chapters"]]:
+        chapters[entry["file"]] = [
+            m["code"]
+            for f in files_of(entry)
+            for m in CELL.finditer((root / f"{f}.md").read_text())
+        ]
+    for nb in sorted((root / "solutions").glob("*.ipynb")):
+        chapter = f"book/{nb.stem}"
+        if chapter not in chapters:
+            raise AssertionError(f"{nb.relative_to(root)} has no chapter {chapter} in _toc.yml")
+        cells = json.loads(nb.read_text())["cells"]
+        chapters[chapter] += ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    return chapters
+
+
+def _front_door(root: Path) -> dict[str, str]:
+    """{name: module} of what ``from course_lib import name`` gives: the front door's
+    ``from .module import name`` lines and its lazy map ``_LAZY``."""
+    names = {}
+    for node in ast.parse((root / "course_lib" / "__init__.py").read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            names.update({a.name: f"course_lib.{node.module}" for a in node.names})
+        elif isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "_LAZY":
+            names.update(ast.literal_eval(node.value))
+    return names
+
+
+def chapters_using(root: Path = ROOT) -> dict[str, set[str]]:
+    """{course_lib module: the chapters that use it}, directly or through any chain of imports
+    (deferred ones included)."""
+    graph = {
+        module_name(p, root): {_resolve(n, root) for _, n in imports(p, root)}
+        for p in (root / "course_lib").rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+    # the front door counts by the names a chapter takes from it (``door``), not as a module:
+    # running it imports attention for every chapter that imports any course_lib module
+    graph["course_lib"] = set()
+    door = _front_door(root)
+    used: dict[str, set[str]] = {}
+    for chapter, cells in _chapters(root).items():
+        direct = set()
+        for code in cells:
+            code = "\n".join(x for x in code.splitlines() if not x.lstrip().startswith(("%", "!")))
+            for node in ast.walk(ast.parse(code)):
+                if isinstance(node, ast.Import):
+                    direct |= {_resolve(a.name, root) for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    for a in node.names:
+                        if node.module == "course_lib" and a.name in door:
+                            direct.add(door[a.name])
+                        else:
+                            direct.add(_resolve(f"{node.module}.{a.name}", root))
+        seen, todo = set(), [m for m in direct if m.startswith("course_lib")]
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo += graph.get(m, ())
+        for m in seen:
+            used.setdefault(m, set()).add(chapter)
+    return used
+
+
+def misplaced(root: Path = ROOT) -> list[str]:
+    """Core modules fewer than two chapters use and labs not used by exactly one, as sentences."""
+    used = chapters_using(root)
+    bad = []
+    for path in sorted((root / "course_lib").glob("*.py")) + sorted(
+        (root / "course_lib" / "labs").glob("*.py")
+    ):
+        if path.name == "__init__.py":
+            continue
+        module = module_name(path, root)
+        who = sorted(used.get(module, ()))
+        if room_of(module) == "core" and len(who) < 2:
+            bad.append(
+                f"{module} is core but {len(who)} chapter(s) use it ({', '.join(who) or 'none'}): "
+                "move it to course_lib/labs/"
+            )
+        elif room_of(module) == "labs" and len(who) != 1:
+            bad.append(
+                f"{module} is a lab but {len(who)} chapters use it ({', '.join(who) or 'none'}): "
+                + ("move it to the core" if who else "a lab belongs to the chapter that runs it")
+            )
+    return bad
+
+
+def test_core_is_what_two_chapters_use_and_a_lab_what_one_uses():
+    bad = misplaced()
+    assert not bad, "modules in the wrong room (CONTRIBUTING.md, Rooms):\n" + "\n".join(bad)
+
+
+def test_the_core_or_lab_rule_sees_a_misplaced_module(tmp_path):
+    """A made-up course: a core module one chapter uses (through a lab), a lab two chapters use
+    (one through a solution notebook, one through the front door), a lab nobody uses, and a core
+    module two chapters use (one through a section, one through a lab the front door exports)."""
+    import json
+
+    files = {
+        "_toc.yml": (
+            "root: book/intro\nparts:\n  - chapters:\n      - file: book/01_a\n"
+            "        sections:\n          - file: book/a_section\n      - file: book/02_b\n"
+        ),
+        "book/intro.md": "```{code-cell} ipython3\nimport numpy\n```\n",
+        "book/01_a.md": "```{code-cell} ipython3\nfrom course_lib.labs.one import f\n```\n",
+        "book/a_section.md": "```{code-cell} ipython3\nfrom course_lib.shared import g\n```\n",
+        "book/02_b.md": (
+            "```{code-cell} ipython3\n%matplotlib inline\nfrom course_lib import h\n```\n"
+        ),
+        "course_lib/__init__.py": "from .labs.two import h\n",
+        "course_lib/lonely.py": "x = 1\n",
+        "course_lib/shared.py": "g = 1\n",
+        "course_lib/labs/__init__.py": "",
+        "course_lib/labs/one.py": "from ..lonely import x\nfrom ..shared import g\n",
+        "course_lib/labs/two.py": "from ..shared import g\nh = 1\n",
+        "course_lib/labs/unused.py": "u = 1\n",
+        "solutions/01_a.ipynb": json.dumps(
+            {"cells": [{"cell_type": "code", "source": ["from course_lib.labs import two"]}]}
+        ),
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    got = misplaced(tmp_path)
+    assert got == [
+        "course_lib.lonely is core but 1 chapter(s) use it (book/01_a): "
+        "move it to course_lib/labs/",
+        "course_lib.labs.two is a lab but 2 chapters use it (book/01_a, book/02_b): "
+        "move it to the core",
+        "course_lib.labs.unused is a lab but 0 chapters use it (none): "
+        "a lab belongs to the chapter that runs it",
+    ], got
+
+
 CYCLE_ROOTS = ("course_lib", "tools")
 FRONT_DOOR = "course_lib"  # its lazy names point outward only (viz), never back at itself
 
@@ -251,7 +407,7 @@ def test_the_cycle_checker_sees_deferred_and_dynamic_imports(tmp_path):
         ),
         "course_lib/grading/b.py": "from course_lib.grading import c\n",
         "course_lib/grading/c.py": "from . import a\n",
-        "course_lib/loss.py": "from .attention import y\n",
+        "course_lib/labs/loss.py": "from .attention import y\n",
         "course_lib/attention.py": "import importlib\n"
         "def __getattr__(n):\n    return importlib.import_module(f'course_lib.{n}')\n",
         "tools/__init__.py": "",

@@ -1,10 +1,14 @@
-"""course_lib.lm_loss against F.cross_entropy (with ignore_index and label_smoothing)."""
+"""course_lib.labs.lm_loss against F.cross_entropy (with ignore_index and label_smoothing)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.lm_loss import label_smoothed_cross_entropy, lm_cross_entropy, next_token_targets
+from course_lib.labs.lm_loss import (
+    label_smoothed_cross_entropy,
+    lm_cross_entropy,
+    next_token_targets,
+)
 
 
 @pytest.fixture

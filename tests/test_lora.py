@@ -1,11 +1,12 @@
-"""LoRA (course_lib.lora) against plain PyTorch: the adapted layer is F.linear with W + (α/r) BA."""
+"""LoRA (course_lib.labs.lora) against plain PyTorch: the adapted layer is F.linear with
+W + (α/r) BA."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.lora import (
+from course_lib.labs.lora import (
     LoRALinear,
     add_lora,
     count_trainable,

@@ -1,4 +1,4 @@
-"""course_lib.loss against F.cross_entropy, autograd and finite differences."""
+"""course_lib.labs.loss against F.cross_entropy, autograd and finite differences."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.loss import cross_entropy, cross_entropy_grad, log_softmax, perplexity
+from course_lib.labs.loss import cross_entropy, cross_entropy_grad, log_softmax, perplexity
 
 
 @pytest.fixture

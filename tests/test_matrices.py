@@ -1,11 +1,11 @@
-"""course_lib.labs.matrices against PyTorch's operators, autograd and finite differences."""
+"""course_lib.matrices against PyTorch's operators, autograd and finite differences."""
 
 import math
 
 import pytest
 import torch
 
-from course_lib.labs.matrices import (
+from course_lib.matrices import (
     cosine_similarity,
     matmul_backward,
     matmul_by_hand,

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.attention import MultiHeadAttention
-from course_lib.loss import cross_entropy
+from course_lib.labs.loss import cross_entropy
 from course_lib.model import CausalSelfAttention, GPTConfig, MiniGPT, flops_per_token
 from tools import ROOT
 

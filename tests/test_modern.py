@@ -6,8 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.model import GPTConfig, MiniGPT
-from course_lib.modern import (
+from course_lib.labs.modern import (
     ModernConfig,
     ModernGPT,
     MoE,
@@ -18,6 +17,7 @@ from course_lib.modern import (
     load_balance_loss,
     swiglu_hidden,
 )
+from course_lib.model import GPTConfig, MiniGPT
 from course_lib.schedule import warmup_stable_decay
 
 CFG = GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, d_model=16, bias=False)

@@ -4,7 +4,7 @@ step against torch.optim.Muon (PyTorch 2.13 has it)."""
 import pytest
 import torch
 
-from course_lib.muon import CUBIC, Muon, muon_param_groups, newton_schulz, orthogonalize_svd
+from course_lib.labs.muon import CUBIC, Muon, muon_param_groups, newton_schulz, orthogonalize_svd
 
 
 def test_svd_reference_is_orthogonal():

@@ -1,5 +1,5 @@
-"""The original transformer's recipe (course_lib.original, course_lib.schedule.noam_rate, the
-label smoothing and schedules of course_lib.translate.train) against PyTorch: each post-norm
+"""The original transformer's recipe (course_lib.labs.original, course_lib.schedule.noam_rate, the
+label smoothing and schedules of course_lib.labs.translate.train) against PyTorch: each post-norm
 block against nn.TransformerEncoderLayer / nn.TransformerDecoderLayer(norm_first=False,
 activation="relu"), the whole body against nn.Transformer, PositionalEncoding against the
 paper's formula (a buffer: in the state_dict, not a parameter), the Noam schedule against
@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.lm_loss import label_smoothed_cross_entropy
-from course_lib.original import (
+from course_lib.labs.lm_loss import label_smoothed_cross_entropy
+from course_lib.labs.original import (
     OriginalSeq2Seq,
     PositionalEncoding,
     PostNormDecoderBlock,
@@ -23,9 +23,9 @@ from course_lib.original import (
     ScaledEmbedding,
     torch_reference,
 )
+from course_lib.labs.seq2seq import BOS, PAD, Seq2Seq, Seq2SeqConfig, number_pairs
+from course_lib.labs.translate import TrainSettings, beam_search, greedy_decode, train
 from course_lib.schedule import noam_factor, noam_rate
-from course_lib.seq2seq import BOS, PAD, Seq2Seq, Seq2SeqConfig, number_pairs
-from course_lib.translate import TrainSettings, beam_search, greedy_decode, train
 
 TINY = Seq2SeqConfig(
     src_vocab=9,

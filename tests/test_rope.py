@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from course_lib.attention import sinusoidal_positions
-from course_lib.labs.matrices import rotation_matrix
 from course_lib.labs.positions import (
     position_similarity,
     sinusoidal_frequencies,
     sinusoidal_shift_matrix,
 )
 from course_lib.labs.rope import apply_rope, rope_angles, rope_offset_table, rope_score
+from course_lib.matrices import rotation_matrix
 
 
 def rope_complex(x, positions, base=10000.0):

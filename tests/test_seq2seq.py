@@ -1,8 +1,8 @@
-"""The number-words translator (course_lib.seq2seq, course_lib.translate) against references:
-the encoder–decoder computes what torch.nn.Transformer(norm_first=True) computes with the same
-weights; padding and the causal mask hide what they should; beam search with a beam as wide as
-every prefix finds what brute force finds; BLEU is sacrebleu's; the data split is disjoint and
-seeded; and (slow) the chapter's config learns to translate held-out numbers."""
+"""The number-words translator (course_lib.labs.seq2seq, course_lib.labs.translate) against
+references: the encoder–decoder computes what torch.nn.Transformer(norm_first=True) computes with
+the same weights; padding and the causal mask hide what they should; beam search with a beam as
+wide as every prefix finds what brute force finds; BLEU is sacrebleu's; the data split is
+disjoint and seeded; and (slow) the chapter's config learns to translate held-out numbers."""
 
 import itertools
 import math
@@ -12,7 +12,7 @@ import sacrebleu
 import torch
 from torch import nn
 
-from course_lib.seq2seq import (
+from course_lib.labs.seq2seq import (
     BOS,
     EOS,
     PAD,
@@ -28,7 +28,7 @@ from course_lib.seq2seq import (
     torch_transformer_from,
     words,
 )
-from course_lib.translate import (
+from course_lib.labs.translate import (
     TrainSettings,
     beam_search,
     corpus_bleu,

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 import torch
 
+from course_lib.labs.modern import ModernGPT
 from course_lib.labs.speedrun import Recipe, Run, race, steps_for_budget, time_to_target
-from course_lib.modern import ModernGPT
 from course_lib.train import TrainConfig, Trainer, corpus_tokens
 from tests.train_support import TINY as TINY_FIELDS
 

@@ -147,7 +147,11 @@ def _stale_module_map(root):
     """A module the map forgets, and one it names that is gone: the map cannot be written."""
     path = root / "CONTRIBUTING.md"
     _edit(path, "`rnn`, `scaling` (Ch. 1)", "`scaling` (Ch. 1)")
-    _edit(path, "`course_lib/modern.py`, `muon.py`", "`course_lib/modern.py`, `muon.py`, `gone.py`")
+    _edit(
+        path,
+        "`course_lib/labs/modern.py`, `muon.py`",
+        "`course_lib/labs/modern.py`, `muon.py`, `gone.py`",
+    )
     return path
 
 
@@ -165,7 +169,7 @@ def test_a_stale_module_map_fails_check_and_sync_naming_what(repo_copy, capsys):
     assert sync.main(["--check", "--root", str(repo_copy), "--kind", "module-map"]) == 1
     out = capsys.readouterr().out
     assert "does not name course_lib/labs/rnn" in out, out
-    assert "names course_lib/gone.py, which does not exist" in out, out
+    assert "names course_lib/labs/gone.py, which does not exist" in out, out
     assert sync.main(["--root", str(repo_copy), "--kind", "module-map"]) == 1
     out = capsys.readouterr().out
     assert "FAILED [module-map]: CONTRIBUTING.md" in out and "--from-build" not in out, out

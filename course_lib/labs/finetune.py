@@ -28,8 +28,8 @@ from torch import nn
 
 from ..corpus import PLAY_SEPARATOR, load_corpus
 from ..data import CharTokenizer
-from ..lora import add_lora, count_trainable
 from ..model import MiniGPT
+from .lora import add_lora, count_trainable
 
 __all__ = [
     "TASK_PLAYS",

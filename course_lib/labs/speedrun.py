@@ -25,10 +25,10 @@ from ..config import TrainConfig
 from ..data import BatchSampler
 from ..device import seed_everything
 from ..model import MiniGPT
-from ..modern import ModernConfig, ModernGPT
-from ..muon import Muon, muon_param_groups
 from ..schedule import warmup_cosine, warmup_stable_decay
 from ..train import make_optimizer
+from .modern import ModernConfig, ModernGPT
+from .muon import Muon, muon_param_groups
 
 __all__ = [
     "Recipe",

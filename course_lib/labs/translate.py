@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from .schedule import noam_factor, noam_rate, warmup_cosine
+from ..schedule import noam_factor, noam_rate, warmup_cosine
 from .seq2seq import BOS, EOS, PAD, Seq2Seq, Seq2SeqConfig, TranslationData, pad_rows, words
 
 __all__ = [

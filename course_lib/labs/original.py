@@ -37,8 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import sinusoidal_positions
-from .model import CausalSelfAttention, GPTConfig
+from ..attention import sinusoidal_positions
+from ..model import CausalSelfAttention, GPTConfig
 from .seq2seq import CrossAttention, Seq2Seq, Seq2SeqConfig, torch_transformer_from
 
 __all__ = [

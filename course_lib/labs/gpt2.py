@@ -35,8 +35,8 @@ from pathlib import Path
 
 import torch
 
-from .bpe import GPT2FormatTokenizer
-from .model import GPTConfig, MiniGPT
+from ..bpe import GPT2FormatTokenizer
+from ..model import GPTConfig, MiniGPT
 
 __all__ = [
     "GPT2_REPO",

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import LearnedPositionalEmbedding, merge_heads, split_heads
-from .model import MLP, CausalSelfAttention, GPTConfig, gpt_init_, next_token_loss
+from ..attention import LearnedPositionalEmbedding, merge_heads, split_heads
+from ..model import MLP, CausalSelfAttention, GPTConfig, gpt_init_, next_token_loss
 
 __all__ = [
     "RMSNorm",

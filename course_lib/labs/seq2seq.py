@@ -33,15 +33,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import (
+from ..attention import (
     LearnedPositionalEmbedding,
     keep_attention_weights,
     merge_heads,
     scaled_dot_product_attention,
     split_heads,
 )
-from .encoder import Encoder
-from .model import MLP, CausalSelfAttention, GPTConfig, gpt_init_
+from ..encoder import Encoder
+from ..model import MLP, CausalSelfAttention, GPTConfig, gpt_init_
 
 __all__ = [
     "PAD",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .data import CharTokenizer
+from ..data import CharTokenizer
 from .evaluate import completion_logprobs
 from .instruct import END, END_MARKS, Example, format_prompt, line_words
 

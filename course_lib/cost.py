@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..model import GPTConfig, MiniGPT, flops_per_token
+from .model import GPTConfig, MiniGPT, flops_per_token
 
 __all__ = [
     "LanguageModel",

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .corpus import PLAY_SEPARATOR, load_corpus
-from .data import CharTokenizer
-from .model import MiniGPT
+from ..corpus import PLAY_SEPARATOR, load_corpus
+from ..data import CharTokenizer
+from ..model import MiniGPT
 
 __all__ = [
     "SPECIALS",
