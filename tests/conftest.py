@@ -153,6 +153,8 @@ def built_book(request) -> Path:
         marker.unlink(missing_ok=True)
         shutil.rmtree(BOOK_OUT, ignore_errors=True)
         env = colab_env.build_env(vars(request.getfixturevalue("fresh_colab")))
+        if _AVX2_EARLY.get("proc") is not None:  # the AVX2 build shares the cores
+            env.update(SHARED_CORES)
         colab_env.KERNEL_LOG.unlink(missing_ok=True)
         _build_pdf_first(env)
         jb = Path(sys.executable).with_name("jupyter-book")
@@ -194,6 +196,85 @@ AVX2_CPU = SIMULATED_CPU
 AVX2_OUT = TEST_OUTPUT / f"book-{SIMULATED_BUILD}"
 
 
+def _avx2_build_command() -> tuple[list[str], dict[str, str]]:
+    """Prepare ``AVX2_OUT`` (emptied, with its ``_config.yml``: every page but
+    ``simulated_pages()`` excluded from execution) and return the build's command and
+    environment (``AVX2_CPU``'s kernels)."""
+    from tools.spread import cpu_environment
+    from tools.toc import toc_files
+
+    pages = tuple(simulated_pages())
+    shutil.rmtree(AVX2_OUT, ignore_errors=True)
+    AVX2_OUT.mkdir(parents=True)
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    local = config.get("sphinx", {}).get("local_extensions", {})
+    for name, path in local.items():  # relative to the config file, which moved
+        local[name] = str(ROOT / path)
+    config.setdefault("execute", {})["exclude_patterns"] = [
+        f"{page}.md" for page in toc_files() if page not in pages
+    ]
+    config_file = AVX2_OUT / "_config.yml"
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [
+        str(jb),
+        "build",
+        str(ROOT),
+        "--path-output",
+        str(AVX2_OUT),
+        "--config",
+        str(config_file),
+        "--builder",
+        "html",
+        "--keep-going",  # no -W: the unexecuted pages warn of their missing glue
+    ]
+    return cmd, cpu_environment(AVX2_CPU, dict(os.environ))
+
+
+# The AVX2 build started at the beginning of the session, beside the fresh Colab's venv and the
+# native build (``pytest_collection_finish``): one chapter's kernel keeps about one core busy
+# (much of a page is Python between small tensor operations), so on 2 cores the two builds
+# overlap instead of queueing. Both then wait for a core passively (OMP_WAIT_POLICY), since
+# OpenMP's spinning threads would take the core the other build needs.
+_AVX2_EARLY: dict[str, object] = {}
+SHARED_CORES = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def _needs_avx2_build(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    names = set(getattr(item, "fixturenames", ()))
+    return "built_book_avx2" in names or SIMULATED_BUILD in params.values()
+
+
+def pytest_collection_finish(session):
+    """Start the AVX2 build now when the session will need it, unless pytest-xdist shares the
+    work (its workers each run this hook; ``tools.pytest_groups`` keeps the builds on one) or a
+    reused build is asked for."""
+    if (
+        os.environ.get("PYTEST_XDIST_WORKER")
+        or getattr(session.config.option, "numprocesses", None)
+        or session.config.option.collectonly
+        or (os.environ.get("COURSE_REUSE_BUILD") == "1" and not os.environ.get("CI"))
+        or not any(_needs_avx2_build(item) for item in session.items)
+    ):
+        return
+    TEST_OUTPUT.mkdir(exist_ok=True)
+    (TEST_OUTPUT / f"{AVX2_OUT.name}-build.ok").unlink(missing_ok=True)
+    cmd, env = _avx2_build_command()
+    log = (TEST_OUTPUT / f"{AVX2_OUT.name}-build.log").open("w")
+    _AVX2_EARLY["proc"] = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**env, **SHARED_CORES}
+    )
+    _AVX2_EARLY["log"] = log
+
+
+def pytest_sessionfinish(session):
+    proc = _AVX2_EARLY.get("proc")
+    if proc is not None and proc.poll() is None:  # a session stopped early: stop the build
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="session")
 def built_book_avx2() -> Build:
     """The pages whose glued values the CPU changes (``build_support.simulated_pages()``:
@@ -202,11 +283,9 @@ def built_book_avx2() -> Build:
     as one that reads a benchmark file, is not executed again) built again under
     ``AVX2_CPU``: the whole table of contents, so numbering and cross-references are the
     site's, with every other page excluded from execution. Its own folder and execution cache:
-    a cached output is never reused across instruction sets."""
+    a cached output is never reused across instruction sets. Started at the beginning of the
+    session when it can be (``pytest_collection_finish``); this waits for it."""
     from filelock import FileLock
-
-    from tools.spread import cpu_environment
-    from tools.toc import toc_files
 
     pages = tuple(simulated_pages())
     build = AVX2_OUT / "_build"
@@ -219,37 +298,19 @@ def built_book_avx2() -> Build:
         done = marker.exists() and marker.read_text() == run_id
         if (reuse or done) and (build / "html" / "index.html").exists():
             return Build(SIMULATED_BUILD, build, pages)
-        marker.unlink(missing_ok=True)
-        shutil.rmtree(AVX2_OUT, ignore_errors=True)
-        AVX2_OUT.mkdir(parents=True)
-        config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-        local = config.get("sphinx", {}).get("local_extensions", {})
-        for name, path in local.items():  # relative to the config file, which moved
-            local[name] = str(ROOT / path)
-        config.setdefault("execute", {})["exclude_patterns"] = [
-            f"{page}.md" for page in toc_files() if page not in pages
-        ]
-        config_file = AVX2_OUT / "_config.yml"
-        config_file.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        jb = Path(sys.executable).with_name("jupyter-book")
-        cmd = [
-            str(jb),
-            "build",
-            str(ROOT),
-            "--path-output",
-            str(AVX2_OUT),
-            "--config",
-            str(config_file),
-            "--builder",
-            "html",
-            "--keep-going",  # no -W: the unexecuted pages warn of their missing glue
-        ]
-        env = cpu_environment(AVX2_CPU, dict(os.environ))
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
-        log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-        if proc.returncode != 0 or not (build / "html" / "index.html").exists():
+        early = _AVX2_EARLY.pop("proc", None)
+        if early is not None:
+            returncode = early.wait()
+            _AVX2_EARLY.pop("log").close()
+        else:
+            marker.unlink(missing_ok=True)
+            cmd, env = _avx2_build_command()
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+            log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+            returncode = proc.returncode
+        if returncode != 0 or not (build / "html" / "index.html").exists():
             pytest.fail(
-                f"the {AVX2_CPU} build of {', '.join(pages)} failed (exit {proc.returncode});"
+                f"the {AVX2_CPU} build of {', '.join(pages)} failed (exit {returncode});"
                 f" full log in {log}",
                 pytrace=False,
             )

@@ -141,6 +141,7 @@ NOT_YET_MEASURED: dict[str, tuple[str, ...]] = {
         "speedrun_choice",
         "speedrun_description",
         "tune_best",
+        "tune_n",
         "tune_rates",
     ),
 }
