@@ -27,7 +27,7 @@ file): per page and run, the capability torch reported, the seconds, and every g
 ``tools/spread.py`` derives from it what may differ between two machines' builds and by how
 much (the tolerances the tests use); the chapters may quote it. ``--observed`` adds a real
 machine's published numbers (a ``site.json`` built elsewhere) under ``observed``: not used for
-the tolerances, but checked against them (``tests/test_spread.py``).
+the tolerances, but checked against them (``tests/tools/test_spread.py``).
 """
 
 from __future__ import annotations

@@ -19,12 +19,12 @@ cost a pass over every word for every merge.
 
 Ties between equally frequent pairs go to the pair that comes first in GPT-2's vocabulary
 order (``tie_rank``), which is also what Hugging Face ``tokenizers`` does, so the two learn the
-same merges (``tests/test_bpe.py`` checks it).
+same merges (``tests/core/test_bpe.py`` checks it).
 
 GPT-2's own files (``vocab.json``: token string -> id; ``merges.txt``: one merge per line, in
 the order learned; tokens written through ``bytes_to_unicode``) load into this tokenizer with
 ``GPT2FormatTokenizer.from_files``: the merges are ours, only the numbering of the tokens is the
-files' (``tests/test_gpt2.py`` checks that it encodes as Hugging Face's ``GPT2TokenizerFast``).
+files' (``tests/labs/test_gpt2.py`` checks that it encodes as Hugging Face's ``GPT2TokenizerFast``).
 
 Python's ``re`` has no ``\\p{L}`` (any letter) or ``\\p{N}`` (any number), which GPT-2's
 pattern uses. ``unicode_class`` builds those classes from ``unicodedata`` (every code point of

@@ -5,7 +5,7 @@ token embedding + positions -> n_layer pre-norm blocks -> final LayerNorm -> tie
 Each block is ``x + attn(LN(x))`` then ``x + MLP(LN(x))`` (GPT-2's pre-norm layout). Attention
 runs either through ``course_lib.attention.scaled_dot_product_attention`` (the from-scratch
 code of the attention chapter, which also gives the weights) or through PyTorch's fused
-``F.scaled_dot_product_attention`` (same numbers, less memory, faster); ``tests/test_model.py``
+``F.scaled_dot_product_attention`` (same numbers, less memory, faster); ``tests/core/test_model.py``
 checks that the two agree.
 
 GPT-2 itself is ``GPTConfig.gpt2()``: the defaults differ from it only in the GELU (exact here,

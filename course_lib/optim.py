@@ -3,7 +3,7 @@ clipping and the small 2-d loss surfaces of Chapter 7.
 
 Each optimiser follows the update rules in the PyTorch documentation of ``torch.optim`` line
 by line, so on the same parameters and gradients it produces the same numbers step for step
-(``tests/test_optim.py`` checks this). The update itself is a pure function on tensors
+(``tests/core/test_optim.py`` checks this). The update itself is a pure function on tensors
 (``sgd_update``, ``adam_update``) so it can be read, and tested, on its own.
 """
 

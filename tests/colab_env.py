@@ -4,11 +4,11 @@ set-up cell from this checkout (``COURSE_LIB_SOURCE``), built once per test run
 (``tests/conftest.py``'s ``fresh_colab``).
 
 Two kernels run in it. ``colab-fresh`` (``kernels``): the solution notebooks run there top to
-bottom (``tests/test_colab.py``). ``python3`` (``jupyter_path``, found first through
+bottom (``tests/book/test_colab.py``). ``python3`` (``jupyter_path``, found first through
 ``JUPYTER_PATH``): the clean test build (``built_book``) executes every chapter there, so each
 chapter runs once, in Colab's environment and an empty working folder, and the site shows what
 that run computed; each start of this kernel is noted in ``KERNEL_LOG`` (which Python, which
-``course_lib``, which folder), which ``tests/test_colab.py`` reads.
+``course_lib``, which folder), which ``tests/book/test_colab.py`` reads.
 """
 
 from __future__ import annotations

@@ -59,12 +59,13 @@ BUILD_LOG = TEST_OUTPUT / f"{BOOK_OUT.name}-build.log"
 FIXTURE_SECONDS = {
     "built_book": 3600,  # the clean build: the PDF's single page (every chapter runs), the HTML
     "fresh_colab": 900,  # a new venv with Colab's packages, course_lib from the set-up cell
-    "graded": 2400,  # tests/test_exercises.py: every exercise notebook graded, all variants
-    "batch": 900,  # tests/test_grade.py: a class graded with --batch
-    "hostile": 900,  # tests/test_sandbox.py, tests/test_forgery.py: hostile submissions graded
-    "worked": 600,  # tests/test_experiment_exercises.py: the worked example's runs
-    "race": 600,  # tests/test_experiment_exercises.py: the tuned-rates race
-    "notebook": 600,  # tests/test_assemble_exercise.py, test_translation_exercise.py
+    "graded": 2400,  # tests/grading/test_exercises.py: every exercise notebook graded, all variants
+    "batch": 900,  # tests/grading/test_grade.py: a class graded with --batch
+    # tests/grading/test_sandbox.py, tests/grading/test_forgery.py: hostile submissions graded
+    "hostile": 900,
+    "worked": 600,  # tests/grading/test_experiment_exercises.py: the worked example's runs
+    "race": 600,  # tests/grading/test_experiment_exercises.py: the tuned-rates race
+    "notebook": 600,  # tests/grading/test_assemble_exercise.py, test_translation_exercise.py
 }
 
 
@@ -329,7 +330,7 @@ def _build_pdf_first(env: dict[str, str]) -> None:
     """As ``./course build`` does, where Chromium is installed: the single-page build and the
     whole-book PDF (``tools/pdf.py``) before the HTML build, which then links the PDF. The
     single-page build executes the chapters (the HTML build reuses them): its failure is the
-    book's, and fails here. A failed print is only logged (``PDF_LOG``): tests/test_pdf.py
+    book's, and fails here. A failed print is only logged (``PDF_LOG``): tests/book/test_pdf.py
     reports it."""
     from tools.pdf import build_singlehtml, chromium_path
 

@@ -1,7 +1,7 @@
-"""Hostile answer code for the grading tests (tests/test_isolation.py, tests/test_sandbox.py):
-plain Python attacks, and ``unseen(attack)``, the answer-cell code that runs one through
-``exec`` reached by ``getattr`` (so the answer lint does not refuse it: the sandbox, not the
-lint, must hold). Each attack records every step that worked in ``ok`` (or sets
+"""Hostile answer code for the grading tests (tests/grading/test_isolation.py,
+tests/grading/test_sandbox.py): plain Python attacks, and ``unseen(attack)``, the answer-cell code
+that runs one through ``exec`` reached by ``getattr`` (so the answer lint does not refuse it: the
+sandbox, not the lint, must hold). Each attack records every step that worked in ``ok`` (or sets
 ``got_through``); ``MARKER`` in an attack is replaced by the submission's marker.
 """
 

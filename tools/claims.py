@@ -15,7 +15,7 @@ sentence says its fact in one of two ways:
 
 ``CLAIMS`` lists them per page: each ``Claim`` quotes its sentence as the source has it (so
 the sentence cannot change without its claim) and checks the page's glued values.
-``tests/test_claims.py`` runs every claim on the published numbers, on every run of the
+``tests/book/test_claims.py`` runs every claim on the published numbers, on every run of the
 measurement and on every build the tests make (native and simulated AVX2), shows that each
 check fails when the numbers it reads contradict its sentence, and enumerates the class: a
 sentence that quotes a measured value next to a comparison must have a claim.

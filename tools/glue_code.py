@@ -15,7 +15,7 @@ steps further, since a notebook is run, not only read: a block left with nothing
 becomes ``pass``, and an imported name that only the glue calls used (``glue``, ``sci``,
 ``Latex``) leaves its import.
 
-Pure functions, tested in tests/test_glue_hide.py.
+Pure functions, tested in tests/book/test_glue_hide.py.
 """
 
 from __future__ import annotations

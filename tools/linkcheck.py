@@ -9,10 +9,10 @@ fetched (no network needed). A problem is a link LinkChecker finds invalid or an
 not find; each is printed with the page and line that holds it, and the exit status is 1.
 
 The Pages workflow (``.github/workflows/pages.yml``) checks the site it deploys, anchors
-included. The slow tier (``tests/test_linkcheck.py``) checks the clean test build without
+included. The slow tier (``tests/book/test_linkcheck.py``) checks the clean test build without
 anchors: LinkChecker fetches and parses a page once per anchor that links into it (about two
 minutes of CPU for this site, against seconds without), and the browser tests already check
-every internal link's anchor on every page (``tests/test_browser.py``).
+every internal link's anchor on every page (``tests/book/test_browser.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ named in it and everything it names exists.
   folder (``loss.py``), or folders (``course_lib/labs/``, ``results/``);
 - the core (the modules directly in ``course_lib/``) and its folders are named in first cells;
 - a room's row (``course_lib/labs/``, ``tools/``, ``book/_ext/`` ... : ``ROOMS``) names each of
-  its modules (``rnn``) and folders (``pdf_static/``) in backticks in its second cell.
+  its modules (``rnn``) and folders (``pdf_static/``) in backticks in its second cell; the row of
+  ``tests/`` names its room folders (``core/``) and its support modules (``conftest``).
 
 A stale map cannot be regenerated (its prose is written by hand): ``./course check`` and
 ``./course sync`` name what is missing or gone, and the fix is an edit of the table.
@@ -33,6 +34,7 @@ ROOMS = (
     "tools",
     "benchmarks",
     "book/_ext",
+    "tests",  # one folder per room, and the support modules they share
 )
 _TICKED = re.compile(r"`([^`]+)`")
 

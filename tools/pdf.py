@@ -310,7 +310,7 @@ def make_pdf(build: Path, out: Path, *, log=print) -> dict:
         "wrapped_code": info["wrapped"],
         "contents": [[e["text"], pages.get(e["id"])] for e in entries],
     }
-    # What the tests read besides the PDF (tests/test_pdf.py).
+    # What the tests read besides the PDF (tests/book/test_pdf.py).
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
 

@@ -10,7 +10,7 @@ notebooks to, which hold the numbers of the very build it deploys. It rewrites t
 name them, and only those: ``repository.url``, ``html.baseurl`` and the Colab branch
 ``sphinx.config.course_colab_branch`` in ``_config.yml`` (the one place the build and
 ``tools/colab.py`` read them; ``repository.branch``, which the edit and source links name,
-stays) and the two fields of ``CITATION.cff`` that repeat them (``tests/test_citation.py``
+stays) and the two fields of ``CITATION.cff`` that repeat them (``tests/book/test_citation.py``
 keeps them equal). ``./course sync`` then writes the set-up cells, the Colab links and the
 reader notebooks from them.
 

@@ -11,7 +11,7 @@ README's table) is a *reader notebook*, ``notebooks/<page>.ipynb``, generated he
   page's glue values, labels and their titles or numbers, equation numbers, glossary anchors,
   download paths), which the HTML build writes to ``<build>/site.json``
   (``book/_ext/course_reader.py``). ``./course sync --from-build`` copies it from a build; the
-  slow test (``tests/test_reader.py``) checks it against the test's clean build;
+  slow test (``tests/book/test_reader.py``) checks it against the test's clean build;
 - ``book/references.bib`` (citations).
 
 In the Markdown cells: every glue role becomes the value the site shows (formatted like

@@ -73,7 +73,7 @@ MEASURED: dict[str, tuple[str, ...]] = {
 # verdict, 13's McNemar test, 14's original recipe, 15's rewritten ablation and race). Until
 # `python benchmarks/isa_spread.py --pages PAGE` measures them they are compared EXACTLY (the
 # strict default: a machine that computes another value fails test_site_data_...), and most
-# are read from committed results files, so they are the same everywhere. tests/test_spread.py
+# are read from committed results files, so they are the same everywhere. tests/tools/test_spread.py
 # fails on a name listed here that the measurement has (a stale row) or the page no longer glues.
 NOT_YET_MEASURED: dict[str, tuple[str, ...]] = {
     "book/12_finetuning": ("att_verdict",),

@@ -3,7 +3,7 @@
 Every file the repository derives from another is listed in :data:`KINDS`, each kind with the
 function that computes what its files should hold. ``./course sync`` writes them all (in the
 order below: a later kind reads what an earlier one wrote); ``./course check`` writes nothing
-and exits 1, naming each stale file and the command that fixes it; ``tests/test_sync.py`` runs
+and exits 1, naming each stale file and the command that fixes it; ``tests/tools/test_sync.py`` runs
 the check in the fast tier. Kinds:
 
 1. ``format``: chapter code cells formatted by ruff (``tools.format_code``);

@@ -25,7 +25,7 @@ This extension
 
 The ``<picture>`` carries ``data-panels``, ``data-grid`` (the narrow rows x columns) and
 ``data-tick-pt`` (the smallest tick-label size in points; a diagram's smallest text) for
-tests/test_figures_browser.py.
+tests/book/test_figures_browser.py.
 
 A diagram (one axes of boxes and labels) has no panels to stack; its phone layout is a second
 drawing of it, narrower and taller, which the chapter hands over with

@@ -19,9 +19,9 @@ of the theme's stylesheets into one that draws the same icon as a CSS mask (the 
 ``content``, so no text needs the font and no page downloads it. The rules go at the end of
 ``course-icons.css``, after the theme's.
 
-``tests/test_icons.py`` checks the parsing and the rewrites; ``tests/test_browser.py`` that
-no page loads the script and every icon is drawn; ``tests/test_icon_font_browser.py`` that no
-page requests Font Awesome's fonts and that the admonitions still show their icons.
+``tests/book/test_icons.py`` checks the parsing and the rewrites; ``tests/book/test_browser.py``
+that no page loads the script and every icon is drawn; ``tests/book/test_icon_font_browser.py`` that
+no page requests Font Awesome's fonts and that the admonitions still show their icons.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ exercise notebook, built from the repository URL and branch in ``_config.yml`` (
 that names them).
 
 A notebook that does not exist yet renders as plain text and logs a message (not a warning,
-so a chapter can land before its exercises); ``tests/test_book.py`` fails if any chapter's
+so a chapter can land before its exercises); ``tests/book/test_book.py`` fails if any chapter's
 exercise notebook is missing.
 """
 

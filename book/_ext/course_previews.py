@@ -12,7 +12,7 @@ bibliography entry goes into an empty copy of its list, so the box is valid mark
 assistive technology. Links inside the article only; the theme's navigation has no previews.
 Escape or moving away closes the box. Not in print.
 
-``tests/test_previews_browser.py`` hovers each kind of link offline in Chromium, previews every
+``tests/book/test_previews_browser.py`` hovers each kind of link offline in Chromium, previews every
 glossary term and every page, and runs axe-core with a preview of each kind open.
 """
 

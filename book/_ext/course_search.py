@@ -14,8 +14,8 @@ page's text, where MathJax's source is still raw TeX:
   script wraps the narrowest hook, ``Search.htmlToText``: before the page's text is taken, each
   element carrying ``data-course-text`` is replaced by that text.
 
-:func:`math_text` is pure and tested in ``tests/test_search.py``; the search page itself in
-``tests/test_search_browser.py``.
+:func:`math_text` is pure and tested in ``tests/book/test_search.py``; the search page itself in
+``tests/book/test_search_browser.py``.
 """
 
 from __future__ import annotations

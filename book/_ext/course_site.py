@@ -14,7 +14,7 @@
 - **Footer**: the licences: code MIT (``LICENSE``), text CC BY 4.0, the Shakespeare corpus (the
   plays are in the public domain; the corpus file is CC BY 2.5, see
   ``course_lib/corpus_data/PROVENANCE.md``).
-- **Accessibility** (axe-core, run by ``tests/test_browser.py`` on every page): the theme's
+- **Accessibility** (axe-core, run by ``tests/book/test_browser.py`` on every page): the theme's
   search and colour-mode buttons (``site_templates/``: names that match what they show), the
   sidebar's expand carets and myst-nb's "Show code cell content" toggles (names from their
   text), the bibliography's list roles.

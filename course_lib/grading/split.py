@@ -31,8 +31,8 @@ So a value computed only for a reference never exists in the student's process: 
 stack, in a traceback or in ``gc`` for the student's code to find. A check cell this cannot
 split is a bug of the course, reported as ``SplitError`` (a ``check_*`` call that is not a
 statement of its own at the top of the cell, a name or hint that is not a literal, ``global``
-in a check cell's function). ``tests/test_split.py`` proves the programs of every solution keep
-no reference computation and bind the values the full cells bind.
+in a check cell's function). ``tests/grading/test_split.py`` proves the programs of every
+solution keep no reference computation and bind the values the full cells bind.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ the **last** position into four logits. Row-vector convention throughout: ``Q = 
 
 Every function is written out step by step and returns a dataclass holding each
 intermediate, so a page can show (and a test can check) any number along the way. The
-backward functions are the chain rule written by hand; ``tests/test_handcalc.py`` checks every
-gradient against torch autograd (float64) and finite differences.
+backward functions are the chain rule written by hand; ``tests/handcalc/test_handcalc.py``
+checks every gradient against torch autograd (float64) and finite differences.
 
 Contents:
     forward / backward / sgd_step / batch_gradients / train_gd   (examples 1-4)

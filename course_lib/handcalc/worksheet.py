@@ -3,7 +3,7 @@
 Numbers are shown with 4 significant digits in plain positional notation (no exponent), so
 they can be copied onto paper: ``fmt(0.0070710678) == "0.007071"``, ``fmt(0) == "0.0"``.
 Negative numbers use the typographic minus "−"; binary operators are surrounded by spaces,
-so "0.25 − 1 = −0.75" reads unambiguously (and ``tests/test_worked_examples.py`` can parse it).
+so "0.25 − 1 = −0.75" reads unambiguously (and ``tests/book/test_worked_examples.py`` can parse it).
 The written-out arithmetic has a math-mode variant (``tex=True``: ``\times``, ASCII minus) for
 the pages, where ``inline_math`` wraps it for ``glue`` and the ``{glue}`` role, so a computed
 line like ``e^{0.004982} = 1.00499`` is typeset by MathJax like the formula beside it; the

@@ -11,7 +11,7 @@ Muon approximates U Vᵀ with a few steps of a Newton–Schulz iteration, matrix
 Each step maps every singular value σ to p(σ) = a σ + b σ³ + c σ⁵ and leaves U and V alone.
 The quintic's coefficients (3.4445, -4.7750, 2.0315) are tuned to push small σ up fast; they
 do not converge to exactly 1 but to roughly 0.7-1.2, which trains as well. The classic cubic
-(1.5, -0.5, 0) converges to exactly U Vᵀ, slowly (``tests/test_muon.py`` checks both against
+(1.5, -0.5, 0) converges to exactly U Vᵀ, slowly (``tests/labs/test_muon.py`` checks both against
 ``orthogonalize_svd``, and ``Muon`` against ``torch.optim.Muon``).
 
 Muon is for the hidden layers' matrices; embeddings, the output head and the gains of the

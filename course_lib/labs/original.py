@@ -26,7 +26,7 @@ not; ``course_lib.seq2seq.CrossAttention``) under the attribute names of ``Seq2S
 ``Seq2Seq``'s ``encode``, ``decode``, ``logits`` and ``forward``, and every decoder and metric of
 ``course_lib.translate``, run unchanged. With the same weights ``norm="post"`` computes what
 ``torch.nn.Transformer(norm_first=False, activation="relu")`` without its final norms computes
-(``torch_reference``; ``tests/test_original.py`` checks, layer by layer and whole).
+(``torch_reference``; ``tests/labs/test_original.py`` checks, layer by layer and whole).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ decoder block is ``CausalSelfAttention`` (the causal target mask), then ``CrossA
 (queries from the target, keys and values from the encoder's output, padding hidden), then the
 ``MLP``, each pre-norm with a residual. With the same weights it computes what
 ``torch.nn.Transformer(norm_first=True, activation="gelu")`` computes
-(``torch_transformer_from`` copies the weights; ``tests/test_seq2seq.py`` checks).
+(``torch_transformer_from`` copies the weights; ``tests/labs/test_seq2seq.py`` checks).
 Training, decoding and metrics are in ``course_lib.translate``.
 """
 

@@ -7,7 +7,7 @@ at every step; a prefix that emits <eos> (or reaches ``max_len`` tokens) is fini
 by log P(Y | X) / lp(Y), with lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016, GNMT; |Y| counts
 the generated tokens, <eos> included). It stops once no unfinished prefix can beat the best
 finished one, so with a beam as wide as every possible prefix it is exhaustive search
-(``tests/test_seq2seq.py`` checks it against brute force). BLEU (Papineni et al. 2002) is
+(``tests/labs/test_seq2seq.py`` checks it against brute force). BLEU (Papineni et al. 2002) is
 sacrebleu's ``corpus_bleu`` without smoothing, on our word tokens (the tests check the two agree).
 """
 

@@ -4,7 +4,7 @@
 order (the labels on the diagram's arrows); ``parameter_table(model)`` counts the parameters
 of each component of a built model; ``architecture_diagram(cfg, batch)`` draws the boxes
 (embedding, the n_layer pre-norm blocks, final LayerNorm, tied head, loss) with those shapes
-on the arrows. ``tests/test_architecture.py`` checks the shapes against hooks on a real forward
+on the arrows. ``tests/viz/test_architecture.py`` checks the shapes against hooks on a real forward
 pass and the table against ``MiniGPT.num_params()``.
 """
 

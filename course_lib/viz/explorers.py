@@ -15,8 +15,8 @@ type is not in its priority list), and ``book/_ext/course_vega.py`` serves Vega,
 vega-embed from the site itself on the pages that contain an explorer (marked by the class
 ``EXPLORER_CLASS``); a live notebook that runs the HTML loads them from a CDN instead.
 
-The formulas here are the ones of the chapters; ``tests/test_explorers.py`` evaluates them
-against PyTorch and ``tests/test_explorers_browser.py`` reads the values the browser computed.
+The formulas here are the ones of the chapters; ``tests/viz/test_explorers.py`` evaluates them
+against PyTorch and ``tests/book/test_explorers_browser.py`` reads the values the browser computed.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def glue(name: str, value: Any, display: bool = False) -> None:
 def _glue_for_the_build(name: str, value: Any, display: bool) -> None:
     """myst-nb's glue written out (``myst_nb.ext.glue.glue`` of myst-nb 1.4): the value's display
     data under MIME types prefixed so that no front end shows them (unless ``display``), with the
-    name in the metadata, where the site build finds it (``tests/test_colab.py`` checks that
+    name in the metadata, where the site build finds it (``tests/book/test_colab.py`` checks that
     this writes what myst-nb writes)."""
     from IPython.core.formatters import format_display_data
     from IPython.display import display as show

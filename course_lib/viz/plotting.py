@@ -102,7 +102,7 @@ def finish_figure(fig, *, narrow=None):
 
 #: The least space between two numbers a figure writes side by side (a heat map's cells, the
 #: values over bars), in ems of their text: a space in DejaVu Sans is 0.32 em, and "0.120.34"
-#: reads as one number (Fig. 14.2, before). tests/test_content_fit_browser.py measures it.
+#: reads as one number (Fig. 14.2, before). tests/book/test_content_fit_browser.py measures it.
 MIN_NUMBER_GAP_EM = 0.5
 
 

@@ -1,4 +1,4 @@
-// Run by tests/test_explorers.py with Node (node --input-type=module -e, from the root).
+// Run by tests/viz/test_explorers.py with Node (node --input-type=module -e, from the root).
 import * as vega from "vega";
 import * as vl from "vega-lite";
 import {readFileSync} from "node:fs";

@@ -147,7 +147,7 @@ async ({title, subtitle, byline, note}) => {
       }
     });
 
-  // 10. Lines of code that the column wraps (tests/test_pdf.py: a line as wide as the site's
+  // 10. Lines of code that the column wraps (tests/book/test_pdf.py: a line as wide as the site's
   //     code box fits whole): each source line with the heights its pieces are drawn at.
   await sleep(50);
   const wrapped = [];

@@ -1,7 +1,7 @@
 """No broken link on the built site: LinkChecker (``tools/linkcheck.py``) on every page,
 offline. Fast: it finds each kind of broken link on a small site, anchors included (and passes
 the good ones). Slow: the clean test build has none (its anchors are the browser tests' to
-check, tests/test_browser.py; the Pages workflow checks the site it deploys, anchors too)."""
+check, tests/book/test_browser.py; the Pages workflow checks the site it deploys, anchors too)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The training budget of exercise 08 ``assemble_and_train``: the threshold keeps its margin.
 
-``tests/test_exercises.py`` grades the solution (seed 0) and every known-wrong answer once. Here
-the solution is trained from other seeds (a student's model may register its parts in another
+``tests/grading/test_exercises.py`` grades the solution (seed 0) and every known-wrong answer once.
+Here the solution is trained from other seeds (a student's model may register its parts in another
 order and so start from other weights), and must clear the threshold by a margin; the
 zero-initialised wrong answer must miss it by a margin; and ``train_briefly`` gives the same
 losses whatever the kernel's thread count (it trains on one thread), so verdicts cannot depend

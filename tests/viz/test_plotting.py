@@ -42,7 +42,7 @@ def test_attention_heatmap_annotates_weights():
 
 def _number_gaps_em(fig) -> list[float]:
     """The gap between horizontally neighbouring numbers of ``fig`` in ems of their text, as
-    drawn (tests/test_content_fit_browser.py measures the same on the site)."""
+    drawn (tests/book/test_content_fit_browser.py measures the same on the site)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = FigureCanvasAgg(fig)

@@ -9,7 +9,7 @@ PyTorch's for the setting the view reports: softmax probabilities, loss and grad
 rotated vectors (Chapter 2), positional similarities (Chapter 3), attention weights (Chapter 4),
 the optimiser's run (Chapter 7).
 
-Uses the site build of tests/test_browser.py (``COURSE_BROWSER_BUILD`` to point at your own).
+Uses the site build of tests/book/test_browser.py (``COURSE_BROWSER_BUILD`` to point at your own).
 """
 
 from __future__ import annotations

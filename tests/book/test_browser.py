@@ -453,7 +453,8 @@ def test_a_widget_renders(visit, site_dir, report):
         for p in PAGES
         if (site_dir / p).exists() and WIDGET_VIEW in (site_dir / p).read_text(encoding="utf-8")
     ]
-    if not pages:  # the chapters' explorers are Vega-Lite now (tests/test_explorers_browser.py)
+    # the chapters' explorers are Vega-Lite now (tests/book/test_explorers_browser.py)
+    if not pages:
         pytest.skip("no page in the table of contents shows an ipywidgets widget")
     for path in pages:
         v = visit(path)

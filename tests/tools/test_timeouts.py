@@ -78,7 +78,7 @@ def test_the_extra_times_name_real_fixtures():
     fixture = re.compile(r"^@pytest\.fixture\b.*\n(?:@.*\n)*def (\w+)\(", re.M)
     known = {
         name
-        for path in Path(__file__).parent.glob("*.py")
+        for path in Path(__file__).parents[1].rglob("*.py")
         for name in fixture.findall(path.read_text(encoding="utf-8"))
     }
     conftest = sys.modules["conftest"]

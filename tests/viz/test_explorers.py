@@ -3,7 +3,7 @@ the browser computes from them, compared with PyTorch.
 
 The computed values come from Vega itself: each chart is compiled by Vega-Lite and run by Vega
 in Node.js (the npm packages the site serves, ``node_modules/``), the parameters are set as a
-slider would set them, and every dataset is read back. tests/test_explorers_browser.py does the
+slider would set them, and every dataset is read back. tests/book/test_explorers_browser.py does the
 same through the controls of the built pages in Chromium.
 """
 

@@ -10,7 +10,7 @@ Slow ("fresh Colab", tests/colab_env.py): a new virtual environment with only Co
 (torch 2.13.0, numpy, matplotlib, ipywidgets, ipykernel, ...; no ``course_lib``) gets
 ``course_lib`` from the set-up cell (installed from this checkout through ``COURSE_LIB_SOURCE``).
 Every chapter runs there once, in the clean test build, whose kernel is that venv's (what "Open
-in Colab" opens is the chapter's reader notebook, the same code cells: tests/test_reader.py);
+in Colab" opens is the chapter's reader notebook, the same code cells: tests/book/test_reader.py);
 every solution notebook runs there top to bottom with nbclient, each in a clean kernel and an
 empty working folder. Timings go to ``test-output/colab-report.json``.
 """
@@ -386,7 +386,7 @@ def _with_requirements(names: list[str]) -> set[str]:
 @pytest.mark.slow
 def test_every_chapter_ran_in_fresh_colab(built_book, fresh_colab):
     """What a Colab reader opens from a chapter is its reader notebook, whose code cells are the
-    chapter's (tests/test_reader.py). The clean test build executed every chapter in the fresh
+    chapter's (tests/book/test_reader.py). The clean test build executed every chapter in the fresh
     Colab's kernel (``python3`` there, tests/colab_env.py), each once, in an empty folder: every
     kernel it started ran that venv's Python and its ``course_lib``, never the checkout's, and
     it started one per chapter."""

@@ -5,7 +5,7 @@ the build environment (no reading of Sphinx's private ``environment.pickle``); `
 --from-build`` copies it to ``notebooks/site.json`` (``tools/reader.py``). Here a small Sphinx
 project (myst-nb, a numbered toctree, a glued value, a figure, an equation, a glossary term, a
 download; nothing executes) is built, and every entry of its ``site.json`` is checked against
-the HTML that Sphinx wrote. The slow test in ``tests/test_reader.py`` compares the whole book's
+the HTML that Sphinx wrote. The slow test in ``tests/book/test_reader.py`` compares the whole book's
 with the committed ``notebooks/site.json``.
 """
 

@@ -418,7 +418,7 @@ def hostile(tmp_path_factory):
                 # every socket family, and a connection to a server on the grading machine
                 PATH: _unseen_attack(s1, PATH, NETWORK.replace("PORT", str(port))),
                 # every native route to a new process: fork, posix_spawn, subprocess, system,
-                # clone, exec (int 0x80 and x32: tests/test_lockdown.py, test_isolation.py)
+                # clone, exec (int 0x80 and x32: tests/grading/test_lockdown.py, test_isolation.py)
                 RNN: _unseen_attack(s1, RNN, NEW_PROCESSES),
                 # every signal route to every other visible process, ptrace, process_vm_readv
                 ATT: _unseen_attack(s1, ATT, SIGNALS + TRACE),

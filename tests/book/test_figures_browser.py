@@ -12,7 +12,7 @@ desktop (book/_ext/course_figures.py, course_lib.viz.plotting.narrow_layout).
 - At 1366 x 900 each shows its wide layout and fetches only that one.
 - Either way the figure keeps its number, caption and alt text, and a tap opens it full size.
 
-Uses the site build of tests/test_browser.py (``COURSE_BROWSER_BUILD`` to point at your own);
+Uses the site build of tests/book/test_browser.py (``COURSE_BROWSER_BUILD`` to point at your own);
 element screenshots of the figures on the phone go to ``screenshots/figures/``.
 """
 

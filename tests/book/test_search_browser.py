@@ -4,9 +4,9 @@ Sphinx's search page cuts each result's summary from the page's text, where math
 TeX source; book/_ext/course_search.py gives every math element a plain-text reading and
 serves a small script, on search.html only, that puts it in place of the TeX. Here a reader
 searches for words that stand next to formulas and reads the summaries: the search term is
-there, the TeX is not. (The conversion itself: tests/test_search.py.)
+there, the TeX is not. (The conversion itself: tests/book/test_search.py.)
 
-Uses the site build of tests/test_browser.py (``COURSE_BROWSER_BUILD`` to point at your own).
+Uses the site build of tests/book/test_browser.py (``COURSE_BROWSER_BUILD`` to point at your own).
 """
 
 from __future__ import annotations

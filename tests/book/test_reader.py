@@ -162,14 +162,14 @@ def test_repository_paths_become_links_to_the_repository():
     from inside the package, ``configs/x.json``, too); other code stays code."""
     url, branch = colab.repository(ROOT)
     out = reader.render_markdown(
-        "`benchmarks/speedrun.py` trains; `tests/test_reader.py` checks; "
+        "`benchmarks/speedrun.py` trains; `tests/book/test_reader.py` checks; "
         "`course_lib/configs/long.json` and `configs/chapter.json`; the folder `benchmarks/`; "
         "`no/such/file.py`, `x = a/b`, `course_lib.model` and {term}`heads <attention>`.",
         _ctx(),
     )
     for shown, path, kind in [
         ("benchmarks/speedrun.py", "benchmarks/speedrun.py", "blob"),
-        ("tests/test_reader.py", "tests/test_reader.py", "blob"),
+        ("tests/book/test_reader.py", "tests/book/test_reader.py", "blob"),
         ("course_lib/configs/long.json", "course_lib/configs/long.json", "blob"),
         ("configs/chapter.json", "course_lib/configs/chapter.json", "blob"),
         ("benchmarks/", "benchmarks", "tree"),

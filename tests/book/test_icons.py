@@ -1,7 +1,8 @@
 """The site's head and icons at build time (``book/_ext/course_icons.py``,
 ``book/_ext/course_site.py``): fast tests of the rewrites; the built site in
-tests/test_browser.py (``test_icons_are_inline_svg``, ``test_every_page_has_head_and_licence``).
-The head's Open Graph tags are sphinxext-opengraph's (tests/test_site_finish.py).
+tests/book/test_browser.py (``test_icons_are_inline_svg``,
+``test_every_page_has_head_and_licence``).
+The head's Open Graph tags are sphinxext-opengraph's (tests/book/test_site_finish.py).
 """
 
 from __future__ import annotations

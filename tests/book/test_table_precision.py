@@ -11,7 +11,8 @@ one count of decimals. "−0.0376" beside "−0.03734", "1.3888" beside "1.38378
 Chapter 5's hand-calculation tables (``table class="handcalc"``, written by
 ``course_lib.handcalc.worksheet.table_cells``) follow the worked examples' own rule instead: one
 count of significant digits per table (4, 6 for probabilities and losses), the digits a reader
-copies onto paper; tests/test_site_finish.py and tests/test_content_fit_browser.py check it.
+copies onto paper; tests/book/test_site_finish.py and tests/book/test_content_fit_browser.py
+check it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 their text and hints (worked examples 4-6), recomputed here with torch from the notebook's own
 set-up cells, so that a change to the set-up cannot leave the statements wrong.
 
-Fast: it runs only the two set-up cells (no kernel, no grading); tests/test_exercises.py grades
-the notebook.
+Fast: it runs only the two set-up cells (no kernel, no grading);
+tests/grading/test_exercises.py grades the notebook.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The library code passes the lint gate: ``ruff check`` (pycodestyle, pyflakes, import order,
 bugbear) and ``ruff format --check`` on every Python file of ``LIBRARY``, with the settings in
 ``pyproject.toml`` ([tool.ruff]: 100 columns; files other branches own are excluded there until
-they merge). The chapters' code cells have their own width and check (tests/test_code_style.py).
+they merge). The chapters' code cells have their own width and check
+(tests/tools/test_code_style.py).
 
 Fix a failure with ``ruff format <paths>`` and ``ruff check --fix <paths>``, then by hand."""
 

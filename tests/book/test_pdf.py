@@ -312,7 +312,7 @@ RAW_ERROR = re.compile(
 def test_no_raw_error_is_printed(pdf_text):
     """The build machine's errors stay out of the book: Chapter 12 printed "Skipped the download
     of GPT-2 small: ... gaierror ..." (issue 35); the pages' outputs are checked in the browser
-    (tests/test_content_fit_browser.py)."""
+    (tests/book/test_content_fit_browser.py)."""
     found = [
         f"page {number}: {line.strip()[:100]}"
         for number, page in enumerate(pdf_text, 1)
@@ -459,7 +459,7 @@ def test_no_character_prints_as_an_empty_box(built_pdf, report):
 @pytest.mark.slow
 def test_code_lines_as_wide_as_the_code_box_print_whole(report):
     """The print stylesheet's code font fits a line of 88 characters (the site's code box,
-    tests/test_code_style.py) in the printed column: only longer lines wrap (an output's)."""
+    tests/tools/test_code_style.py) in the printed column: only longer lines wrap (an output's)."""
     short = [w for w in report["wrapped_code"] if w["length"] <= 88]
     assert not short, f"{len(short)} code lines of <= 88 characters wrap: {short[:5]}"
 

@@ -1,9 +1,9 @@
 """The training budget of exercise 14 ``teacher_forcing_loss``: the threshold keeps its margin.
 
-``tests/test_exercises.py`` grades the solution (seed 0) and every known-wrong answer once. Here
-the solution's loss trains the exercise's model from other seeds (another student's batches or
-initial weights) and must clear the 50 % exact-match threshold by a margin, and the loss that
-counts the <pad> targets, which the training check never sees (the check before it fails),
+``tests/grading/test_exercises.py`` grades the solution (seed 0) and every known-wrong answer once.
+Here the solution's loss trains the exercise's model from other seeds (another student's batches or
+initial weights) and must clear the 50 % exact-match threshold by a margin, and the loss that counts
+the <pad> targets, which the training check never sees (the check before it fails),
 still trains: the check on padded pairs is what catches it. The code comes from the solution
 notebook itself (set-up cells, answer, metadata).
 """

@@ -3,7 +3,7 @@
 The conversion itself is pylatexenc's; these tests check what the extension adds around it:
 every formula of the book comes out without TeX, sub- and superscripts of more than one symbol
 keep their grouping, and the script is served on the search page alone. The search page in a
-browser: tests/test_search_browser.py.
+browser: tests/book/test_search_browser.py.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ whatever format saved it and however many outputs it carries.
   the course's cell metadata): every solution reads to the same answers and the same
   predict-then-run facts (the prediction ran before each measuring cell), so the grader judges
   the same; graded for real, every solution scores full marks in 4.4 and in 4.0 (4.5: the
-  solution variant of ``tests/test_exercises.py``);
+  solution variant of ``tests/grading/test_exercises.py``);
 - 45 MB of plot outputs: read as its sources (the outputs are dropped at once; only the verdict
   lines of code cells are kept), and graded full marks; the caps stay on what is read.
 """

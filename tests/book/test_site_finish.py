@@ -1,6 +1,6 @@
 """The site's finish without a build: book/_ext/course_site.py's string fixes and head tags,
 and the worksheets' rendering (course_lib.handcalc.worksheet). The built pages themselves are
-checked in a real browser by tests/test_browser.py."""
+checked in a real browser by tests/book/test_browser.py."""
 
 from __future__ import annotations
 
