@@ -3,6 +3,7 @@
     python benchmarks/speedrun.py                 # both parts (about 11 min on 2 idle cores)
     python benchmarks/speedrun.py --part race     # only the race
     python benchmarks/speedrun.py --part ablation --seeds 0,1,2 --ref-steps 200
+    python benchmarks/speedrun.py --part recipe   # the speedrun less one change at a time
 
 **Ablation** (``--part ablation``): on the chapter configuration (``configs/chapter.json``),
 each modern change alone, then the helpful ones together, for several seeds, at equal wall
@@ -20,6 +21,12 @@ count each one's work), evaluated every ``--eval-every`` steps on the same valid
 windows. Targets: the baseline's and the chapter's final validation losses, as measured in
 this run. Reports time, steps and tokens to each target, the final
 losses, and tokens per second.
+
+**The recipe less one change** (``--part recipe``, after the race): the speedrun recipe at the
+rate and length the race chose, trained again without each of its changes in turn (one run
+each, in their own processes, on the race's evaluation windows): what each change is worth
+inside the recipe, where the changes act together (QK-norm bounds the attention logits that
+Muon's larger steps would grow), which the ablation's one-change-at-a-time runs cannot show.
 
 Interleaving makes the comparison fair on a shared machine: load that comes and goes hits
 every recipe alike, so time ratios and steps to target stay meaningful when the absolute
@@ -90,8 +97,8 @@ SPEEDRUN = {
 # brackets it from below
 MUON_RATES = (0.01, 0.015, 0.02)
 # chapter-shaped steps. The longer run aims at the chapter recipe's loss in half its time: at
-# about 115 CPU ms a step against the chapter's 85 over 1,300 steps, 480 steps (a multiple of
-# the race's evaluation interval, 30) take about 55 s of the 58 s that half allows
+# about 110 CPU ms a step against the chapter's 80 over 1,300 steps, 480 steps take about 53 s
+# of the 52-58 s that half allows
 SPEEDRUN_STEPS = {"speedrun-short": 330, "speedrun": 480}
 RACE_EVAL = (10, 32)  # the race's evaluation: 10 batches of 32 windows for every recipe
 
@@ -400,11 +407,73 @@ def run_race(args, data, out: dict, save) -> None:
     print("Muon rates (final val of the longer run):", out["tune"]["final_val"])
 
 
+def without(changes: dict, change: str) -> dict:
+    """``changes`` (a recipe's ``Recipe`` keyword arguments) less the ablation change
+    ``change`` (a key of ``CHANGES``): its ``modern`` fields dropped, or the optimiser or
+    schedule back to the chapter's."""
+    out = {**changes, "modern": dict(changes.get("modern") or {})}
+    for field, value in CHANGES[change].items():
+        if field == "modern":
+            for k in value:
+                out["modern"].pop(k, None)
+        else:
+            out.pop(field, None)
+    if change == "muon":
+        out.pop("muon_lr", None)
+    return out
+
+
+def changes_in(changes: dict) -> list[str]:
+    """The ablation's changes (keys of ``CHANGES``) that a recipe's ``changes`` contain."""
+    modern = changes.get("modern") or {}
+
+    def has(change: str) -> bool:
+        return all(
+            all(modern.get(k) == v for k, v in value.items())
+            if field == "modern"
+            else changes.get(field) == value
+            for field, value in CHANGES[change].items()
+        )
+
+    return [c for c in CHANGES if has(c)]
+
+
+def recipe_less_one(args, out: dict, save) -> None:
+    """The race's speedrun recipe less each of its changes, one run each (``--part recipe``)."""
+    chosen = out["race"]["speedrun_recipe"]
+    steps = out["race"]["speedrun_steps"]["speedrun"]
+    full = out["race"]["runs"]["speedrun"]
+    inside = changes_in(chosen)
+    recipes = [
+        recipe(f"without {c}", "chapter", **without(chosen, c)).with_steps(steps) for c in inside
+    ]
+    results = {}
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(_race_one, r, args.threads, args.eval_every) for r in recipes]
+        for future in as_completed(futures):
+            r = future.result()
+            change = r["name"].removeprefix("without ")
+            results[change] = {k: r[k] for k in ("steps", "cpu_seconds", "final_val", "curve")}
+            print(f"  {r['name']:22s} final val {r['final_val']:.3f}", flush=True)
+    out["recipe_less_one"] = {
+        "recipe": chosen,
+        "steps": steps,
+        "full_final_val": full["final_val"],
+        "without": {c: results[c] for c in inside if c in results},
+        "threads": args.threads,
+        "seed": recipes[0].train.seed if recipes else None,
+        "measured_at": time.strftime("%Y-%m-%d %H:%M"),
+        "load_average": os.getloadavg()[0],
+    }
+    save()
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
         "--part",
-        choices=("all", "race", "ablation", "retable"),
+        choices=("all", "race", "ablation", "retable", "recipe"),
         default="all",
         help="retable: the ablation's statistics from the stored runs, without training",
     )
@@ -437,6 +506,8 @@ def main(argv: list[str] | None = None) -> dict:
         ablation(args, data, out, save)
     if args.part in ("all", "race"):
         run_race(args, data, out, save)
+    if args.part in ("all", "recipe"):
+        recipe_less_one(args, out, save)
     return out
 
 

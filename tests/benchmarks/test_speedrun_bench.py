@@ -1,0 +1,37 @@
+"""Chapter 15's benchmark script: the recipe less one change (``--part recipe``) takes out
+exactly one change and finds exactly the changes a recipe has (the runs themselves take
+minutes; the ablation's and race's pieces are tested in tests/labs/test_speedrun_lab.py)."""
+
+from __future__ import annotations
+
+import sys
+
+from tools import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import speedrun  # noqa: E402
+
+
+def test_without_takes_out_one_change_and_keeps_the_others():
+    recipe = {
+        "modern": {"qk_norm": True, "tie_head": False},
+        "optimizer": "muon",
+        "muon_lr": 0.015,
+        "schedule": "wsd",
+    }
+    assert speedrun.without(recipe, "qk_norm") == {**recipe, "modern": {"tie_head": False}}
+    assert speedrun.without(recipe, "untied_head") == {**recipe, "modern": {"qk_norm": True}}
+    assert speedrun.without(recipe, "muon") == {"modern": recipe["modern"], "schedule": "wsd"}
+    assert speedrun.without(recipe, "wsd") == {
+        "modern": recipe["modern"],
+        "optimizer": "muon",
+        "muon_lr": 0.015,
+    }
+    assert recipe["modern"] == {"qk_norm": True, "tie_head": False}  # not changed in place
+
+
+def test_changes_in_names_what_a_recipe_contains():
+    assert speedrun.changes_in(speedrun.SPEEDRUN) == ["qk_norm", "untied_head", "muon", "wsd"]
+    assert speedrun.changes_in({"modern": {"mlp": "swiglu"}}) == ["swiglu"]
+    assert speedrun.changes_in(speedrun.ALL) == speedrun.ALL_CHANGES
+    assert speedrun.changes_in({}) == []
