@@ -58,6 +58,7 @@ BUILD_LOG = TEST_OUTPUT / f"{BOOK_OUT.name}-build.log"
 # 2-core machine under load; CONTRIBUTING.md, "Tests").
 FIXTURE_SECONDS = {
     "built_book": 3600,  # the clean build: the PDF's single page (every chapter runs), the HTML
+    "built_book_avx2": 1800,  # the simulated AVX2 laptop's build: five chapters execute again
     "fresh_colab": 900,  # a new venv with Colab's packages, course_lib from the set-up cell
     "graded": 2400,  # tests/grading/test_exercises.py: every exercise notebook graded, all variants
     "batch": 900,  # tests/grading/test_grade.py: a class graded with --batch

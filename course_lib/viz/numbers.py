@@ -6,14 +6,15 @@ of it: ``tools/glue_code.py``).
 adds up. ``measured_spread``: what another machine would compute: the values a page glued under
 each simulated CPU and seed of ``course_lib/results/isa_spread.json``
 (``benchmarks/isa_spread.py``), so a chapter can show the spread of a training run's numbers
-rather than one draw.
+rather than one draw. ``listing``: names in a sentence ("a, b and c"), for lists a run
+computes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["shown_difference", "measured_spread"]
+__all__ = ["shown_difference", "measured_spread", "listing"]
 
 
 def shown_difference(a: float, b: float, decimals: int) -> str:
@@ -25,6 +26,15 @@ def shown_difference(a: float, b: float, decimals: int) -> str:
         raise ValueError(f"shown_difference: decimals={decimals}; give 0 or more.")
     shown = float(f"{a:.{decimals}f}") - float(f"{b:.{decimals}f}")
     return f"{round(shown, decimals) + 0.0:.{decimals}f}"  # + 0.0: no "-0.0"
+
+
+def listing(items: list[str], last: str = "and") -> str:
+    """Names as a sentence lists them: "a", "a and b", "a, b and c" (``last``: the word before
+    the last name); "" for none. For lists a run computes, whose length the prose cannot know."""
+    items = [str(i) for i in items]
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} {last} {items[-1]}"
 
 
 def measured_spread(page: str, *keys: str) -> list[dict[str, Any]]:

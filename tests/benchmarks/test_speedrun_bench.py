@@ -31,7 +31,7 @@ def test_without_takes_out_one_change_and_keeps_the_others():
 
 
 def test_changes_in_names_what_a_recipe_contains():
-    assert speedrun.changes_in(speedrun.SPEEDRUN) == ["qk_norm", "untied_head", "muon", "wsd"]
+    assert speedrun.changes_in(speedrun.SPEEDRUN) == ["qk_norm", "muon", "wsd"]
     assert speedrun.changes_in({"modern": {"mlp": "swiglu"}}) == ["swiglu"]
     assert speedrun.changes_in(speedrun.ALL) == speedrun.ALL_CHANGES
     assert speedrun.changes_in({}) == []

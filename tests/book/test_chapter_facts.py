@@ -912,7 +912,7 @@ def test_chapter_15_ablation_is_welch_tested_over_five_seeds_and_all_is_defined(
     bench = _speedrun_bench()["ablation"]
     rows = bench["variants"]
     ref = rows["chapter"]["final_val"]
-    assert len(bench["seeds"]) >= 5 or "note" in _speedrun_bench(), "at least 5 seeds"
+    assert len(bench["seeds"]) >= 5, "at least 5 seeds"
     for name, r in rows.items():
         assert len(r["final_val"]) == len(bench["seeds"]), name
         if name == "chapter":
@@ -990,10 +990,21 @@ def test_chapter_15_speedrun_recipe_is_built_from_the_ablation_and_tuned():
         "muon": recipe.get("optimizer") == "muon",
         "wsd": recipe.get("schedule") == "wsd",
     }
+    # a change that raised the loss alone stays only if it pays inside the recipe: taking it
+    # out (benchmarks/speedrun.py --part recipe, over seeds) raised the recipe's loss, the 95 %
+    # interval of Welch's test above zero
+    less = bench["recipe_less_one"]
+    assert less["recipe"] == recipe and set(less["without"]) == {
+        n for n, inside in contains.items() if inside
+    }
     for name, inside in contains.items():
         ci = rows[name]["welch"]["ci95"]
-        if ci[0] > 0:
-            assert not inside, f"the speedrun recipe keeps {name}, which raised the loss"
+        if ci[0] > 0 and inside:
+            low = less["without"][name]["welch"]["ci95"][0]
+            assert low > 0, (
+                f"the speedrun recipe keeps {name}, which raised the loss alone and does not "
+                f"clearly pay inside the recipe (interval from {low:+.3f})"
+            )
         if ci[1] < 0 and name in ("untied_head", "muon"):
             assert inside, f"the speedrun recipe leaves out {name}, which lowered the loss"
     assert contains["qk_norm"], "QK-norm is in unless measured otherwise"

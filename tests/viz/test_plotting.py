@@ -298,3 +298,12 @@ def test_shown_difference_is_the_difference_of_the_shown_numbers(a, b, decimals,
     assert float(shown) == pytest.approx(float(f"{a:.{decimals}f}") - float(f"{b:.{decimals}f}"))
     with pytest.raises(ValueError, match="decimals"):
         shown_difference(a, b, -1)
+
+
+def test_listing_joins_names_as_a_sentence_does():
+    from course_lib.viz.numbers import listing
+
+    assert listing([]) == ""
+    assert listing(["muon"]) == "muon"
+    assert listing(["muon", "wsd"]) == "muon and wsd"
+    assert listing(["a", "b", "c"], last="or") == "a, b or c"
