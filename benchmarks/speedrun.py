@@ -89,10 +89,11 @@ for _k in ALL_CHANGES:
 # the speedrun: the chapter's shape with the changes that pay. A change that raised the loss
 # alone stays only if taking it out of the recipe raises the recipe's loss (``--part recipe``):
 # QK-norm (alone it raised the loss in the 400-step ablation of 2026-11-28; without it the
-# recipe ended 0.049 higher: it bounds the attention logits that Muon's larger steps grow).
-# The untied head is out: alone it raised the loss, and inside the recipe it changed the final
-# loss by 0.002, within the seeds' spread. Muon's peak rate is not fixed here: the race sweeps
-# MUON_RATES and reports the best (results: "tune", and race "speedrun_recipe")
+# recipe ends higher, the results' "recipe_less_one": it bounds the attention logits that
+# Muon's larger steps grow). The untied head is out: alone it raised the loss, and taking it
+# out of the recipe changed one run's final loss by less than the seeds' spread. Muon's peak
+# rate is not fixed here: the race sweeps MUON_RATES and reports the best (results: "tune",
+# and race "speedrun_recipe")
 SPEEDRUN = {
     "modern": {"qk_norm": True},
     "optimizer": "muon",
