@@ -58,8 +58,13 @@ def html_ids(path: Path) -> set[str]:
 
 
 def run_id() -> str:
-    """Identifies this pytest run across pytest-xdist workers (as tests/conftest.py does)."""
-    return os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid-{os.getpid()}")
+    """Identifies this pytest run across pytest-xdist workers and the builds it started
+    (``COURSE_TEST_RUN``, set in a build's process: tests/book_builds.py)."""
+    return (
+        os.environ.get("COURSE_TEST_RUN")
+        or os.environ.get("PYTEST_XDIST_TESTRUNUID")
+        or f"pid-{os.getpid()}"
+    )
 
 
 def merge_report(path: Path, part: str, data: dict) -> dict:

@@ -1,53 +1,29 @@
-"""Shared fixtures.
+"""Shared fixtures, and the order of a test run.
 
-``built_book``: one clean build of the whole site per test session, into
-``test-output/book`` (``jupyter-book build -W --keep-going`` with ``raise_on_error``, in a
-fresh folder so no execution cache can hide a failing cell). Its chapters execute in the fresh
-Colab (``fresh_colab``, ``tests/colab_env.py``): one execution of each chapter serves the PDF,
-the HTML pages, the tests that read the build and the check that a chapter runs on Colab. Set
-``COURSE_REUSE_BUILD=1`` to reuse the previous test build while iterating on tests (never in
-CI). Where Chromium is installed it first builds the single page and prints the whole-book PDF
-(``tools/pdf.py``), as ``./course build`` does; ``built_pdf`` is that PDF. The build runs on the
-CPU path of the test process's environment: ``ATEN_CPU_CAPABILITY=default ./course test`` runs
-the whole suite, and builds the site, with PyTorch's scalar kernels (the build then goes to
-``test-output/book-default``, so it never mixes with the native one).
+``built_book``, ``built_book_avx2``, ``any_build``, ``built_pdf``: the test run's builds of
+the site (``tests/book_builds.py``), started in the background as soon as the run is collected;
+the tests that need no build run first (``pytest_collection_modifyitems``), so the builds, the
+longest steps of the slow tier, overlap with them. Set ``COURSE_REUSE_BUILD=1`` to reuse the
+previous test builds while iterating on tests (never in CI).
 
-``any_build``: each build the tests of computed values read, as a ``Build``: the one above
-("native"), and "avx2": the chapters that train or sample in float32 and glue what the CPU
-changes (``tools.spread.cpu_pages``) built again with ATen's and oneDNN's AVX2 kernels
-(``tools.spread.CPUS["avx2+onednn"]``, an AVX2 laptop) into ``test-output/book-avx2``, with its
-own execution cache (outputs are never shared across instruction sets), every other page left
-unexecuted.
+Under pytest-xdist (``.ci/run``: ``-n 2 --dist loadgroup --no-loadscope-reorder``) each test
+file's tests go to one worker, those that need a build as a second group of the file, after
+every group that needs none: a module's fixtures are made once, and a worker waits for a build
+only when nothing else is left.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+import book_builds
 import colab_env
 import pytest
 import torch
-import yaml
-from build_support import (
-    BUILD_NAMES,
-    SIMULATED_BUILD,
-    SIMULATED_CPU,
-    Build,
-    get_build,
-    simulated_pages,
-)
+from build_support import BUILD_NAMES, SIMULATED_BUILD, Build, get_build, simulated_pages
 
-from tools import ROOT
-
-TEST_OUTPUT = ROOT / "test-output"
-# the CPU path this process (and the build's kernels) run on, when the environment chose one
-_CPU_CHOICE = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
-BOOK_OUT = TEST_OUTPUT / (f"book-{_CPU_CHOICE}" if _CPU_CHOICE else "book")
-BUILD_LOG = TEST_OUTPUT / f"{BOOK_OUT.name}-build.log"
+TEST_OUTPUT = book_builds.TEST_OUTPUT
 
 
 # --------------------------------------------------------------------------- time limits
@@ -111,7 +87,7 @@ def fresh_colab(tmp_path_factory):
 
     from browser_support import merge_report
 
-    state, built_here = colab_env.ensure(tmp_path_factory.mktemp("setup"))
+    state, _ = colab_env.ensure(tmp_path_factory.mktemp("setup"))
     times: dict[str, float] = {}
     yield types.SimpleNamespace(
         **{
@@ -122,202 +98,80 @@ def fresh_colab(tmp_path_factory):
         },
         times=times,
     )
-    keys = ("venv_seconds", "setup_cell_seconds") if built_here else ()  # counted once
-    part = {k: state[k] for k in (*keys, "preinstalled", "installed_by_setup_cell")}
+    report = TEST_OUTPUT / "colab-report.json"
+    # the venv's times under one part, whichever process built it (counted once)
+    merge_report(report, "venv", {k: state[k] for k in ("venv_seconds", "setup_cell_seconds")})
+    part = {k: state[k] for k in ("preinstalled", "installed_by_setup_cell")}
     part.update(
         notebooks=times, notebooks_run=len(times), notebook_seconds=round(sum(times.values()), 1)
     )
-    merge_report(
-        TEST_OUTPUT / "colab-report.json", os.environ.get("PYTEST_XDIST_WORKER", "main"), part
-    )
+    merge_report(report, os.environ.get("PYTEST_XDIST_WORKER", "main"), part)
 
 
-@pytest.fixture(scope="session")
-def built_book(request) -> Path:
-    """Path of the build folder (``.../_build``) of a clean, warning-free site build, whose
-    chapters executed in the fresh Colab (``fresh_colab``'s ``python3`` kernel).
+def builds_needed(item) -> set[str]:
+    """The builds (``BUILD_NAMES``) a collected test reads, through its fixtures or its
+    ``build``/``any_build`` parameter."""
+    from browser_support import custom_build
 
-    Under pytest-xdist the workers share one build: the first builds under a file lock, the
-    others find the marker of this test run and reuse it.
-    """
-    from filelock import FileLock
-
-    build = BOOK_OUT / "_build"
-    log = BUILD_LOG
-    marker = TEST_OUTPUT / f"{BOOK_OUT.name}-build.ok"
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid-{os.getpid()}")
-    TEST_OUTPUT.mkdir(exist_ok=True)
-    with FileLock(str(TEST_OUTPUT / f"{BOOK_OUT.name}-build.lock")):
-        reuse = os.environ.get("COURSE_REUSE_BUILD") == "1" and not os.environ.get("CI")
-        done = marker.exists() and marker.read_text() == run_id
-        if (reuse or done) and (build / "html" / "index.html").exists():
-            return build
-        marker.unlink(missing_ok=True)
-        shutil.rmtree(BOOK_OUT, ignore_errors=True)
-        env = colab_env.build_env(vars(request.getfixturevalue("fresh_colab")))
-        if _AVX2_EARLY.get("proc") is not None:  # the AVX2 build shares the cores
-            env.update(SHARED_CORES)
-        colab_env.KERNEL_LOG.unlink(missing_ok=True)
-        _build_pdf_first(env)
-        jb = Path(sys.executable).with_name("jupyter-book")
-        cmd = [
-            str(jb),
-            "build",
-            str(ROOT),
-            "--path-output",
-            str(BOOK_OUT),
-            "--builder",
-            "html",
-            "-W",
-            "--keep-going",
-        ]
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
-        log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-        if proc.returncode != 0:
-            lines = [
-                line
-                for line in (proc.stdout + proc.stderr).splitlines()
-                if "WARNING" in line or "ERROR" in line or "Error" in line
-            ]
-            pytest.fail(
-                f"the clean book build failed (exit {proc.returncode}); full log in {log}.\n"
-                + "\n".join(lines[-40:]),
-                pytrace=False,
-            )
-        marker.write_text(run_id)
-    return build
-
-
-PDF_LOG = TEST_OUTPUT / "pdf-build.log"
-
-
-# --------------------------------------------------------------------------- builds by CPU
-# The second build's CPU and pages (tests/build_support.py): by default "avx2+onednn"
-# (tools.spread.CPUS: ATen's and oneDNN's AVX2 kernels, an AVX2 laptop), built as "avx2".
-AVX2_CPU = SIMULATED_CPU
-AVX2_OUT = TEST_OUTPUT / f"book-{SIMULATED_BUILD}"
-
-
-def _avx2_build_command() -> tuple[list[str], dict[str, str]]:
-    """Prepare ``AVX2_OUT`` (emptied, with its ``_config.yml``: every page but
-    ``simulated_pages()`` excluded from execution) and return the build's command and
-    environment (``AVX2_CPU``'s kernels)."""
-    from tools.spread import cpu_environment
-    from tools.toc import toc_files
-
-    pages = tuple(simulated_pages())
-    shutil.rmtree(AVX2_OUT, ignore_errors=True)
-    AVX2_OUT.mkdir(parents=True)
-    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    local = config.get("sphinx", {}).get("local_extensions", {})
-    for name, path in local.items():  # relative to the config file, which moved
-        local[name] = str(ROOT / path)
-    config.setdefault("execute", {})["exclude_patterns"] = [
-        f"{page}.md" for page in toc_files() if page not in pages
-    ]
-    config_file = AVX2_OUT / "_config.yml"
-    config_file.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [
-        str(jb),
-        "build",
-        str(ROOT),
-        "--path-output",
-        str(AVX2_OUT),
-        "--config",
-        str(config_file),
-        "--builder",
-        "html",
-        "--keep-going",  # no -W: the unexecuted pages warn of their missing glue
-    ]
-    return cmd, cpu_environment(AVX2_CPU, dict(os.environ))
-
-
-# The AVX2 build started at the beginning of the session, beside the fresh Colab's venv and the
-# native build (``pytest_collection_finish``): one chapter's kernel keeps about one core busy
-# (much of a page is Python between small tensor operations), so on 2 cores the two builds
-# overlap instead of queueing. Both then wait for a core passively (OMP_WAIT_POLICY), since
-# OpenMP's spinning threads would take the core the other build needs.
-_AVX2_EARLY: dict[str, object] = {}
-SHARED_CORES = {"OMP_WAIT_POLICY": "PASSIVE"}
-
-
-def _needs_avx2_build(item) -> bool:
-    params = getattr(getattr(item, "callspec", None), "params", {})
     names = set(getattr(item, "fixturenames", ()))
-    return "built_book_avx2" in names or SIMULATED_BUILD in params.values()
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    needed = {params[p] for p in ("build", "any_build") if params.get(p) in BUILD_NAMES}
+    if names & {"built_book", "built_pdf"}:
+        needed.add("native")
+    if names & {"site_dir", "base_url"} and custom_build() is None:
+        needed.add("native")
+    if "built_book_avx2" in names:
+        needed.add(SIMULATED_BUILD)
+    return needed
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """The tests that need no build first, in their order, while the builds run; then the rest.
+    Under pytest-xdist each file's tests form one group (``xdist_group``), those that need a
+    build a second one."""
+    needs = {id(item): bool(builds_needed(item)) for item in items}
+    items.sort(key=lambda item: needs[id(item)])  # stable: the order within each part is kept
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        for item in items:
+            group = item.nodeid.split("::")[0] + ("#build" if needs[id(item)] else "")
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session):
-    """Start the AVX2 build now when the session will need it, unless pytest-xdist shares the
-    work (its workers each run this hook; ``tools.pytest_groups`` keeps the builds on one) or a
-    reused build is asked for."""
-    if (
-        os.environ.get("PYTEST_XDIST_WORKER")
-        or getattr(session.config.option, "numprocesses", None)
-        or session.config.option.collectonly
-        or (os.environ.get("COURSE_REUSE_BUILD") == "1" and not os.environ.get("CI"))
-        or not any(_needs_avx2_build(item) for item in session.items)
-    ):
+    """Start every build the collected tests need, now (``tests/book_builds.py``); each
+    pytest-xdist worker asks, the first starts it."""
+    if session.config.option.collectonly:
         return
-    TEST_OUTPUT.mkdir(exist_ok=True)
-    (TEST_OUTPUT / f"{AVX2_OUT.name}-build.ok").unlink(missing_ok=True)
-    cmd, env = _avx2_build_command()
-    log = (TEST_OUTPUT / f"{AVX2_OUT.name}-build.log").open("w")
-    _AVX2_EARLY["proc"] = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**env, **SHARED_CORES}
-    )
-    _AVX2_EARLY["log"] = log
+    for name in sorted(set().union(*(builds_needed(item) for item in session.items))):
+        book_builds.start(name)
 
 
 def pytest_sessionfinish(session):
-    proc = _AVX2_EARLY.get("proc")
-    if proc is not None and proc.poll() is None:  # a session stopped early: stop the build
-        proc.kill()
-        proc.wait()
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the session that owns the builds
+        book_builds.stop_owned()
+
+
+def _wait_for(name: str) -> Path:
+    try:
+        return book_builds.wait(name)
+    except book_builds.BuildFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def built_book() -> Path:
+    """Path of the build folder (``.../_build``) of the clean, warning-free build of the whole
+    site, whose chapters executed in the fresh Colab (``tests/book_builds.py``)."""
+    return _wait_for("native")
 
 
 @pytest.fixture(scope="session")
 def built_book_avx2() -> Build:
     """The pages whose glued values the CPU changes (``build_support.simulated_pages()``:
     ``tools.spread.cpu_pages()``, the chapters that train or sample in float32 and glue what
-    they measure; a measured page whose values were the same under every simulated CPU, such
-    as one that reads a benchmark file, is not executed again) built again under
-    ``AVX2_CPU``: the whole table of contents, so numbering and cross-references are the
-    site's, with every other page excluded from execution. Its own folder and execution cache:
-    a cached output is never reused across instruction sets. Started at the beginning of the
-    session when it can be (``pytest_collection_finish``); this waits for it."""
-    from filelock import FileLock
-
-    pages = tuple(simulated_pages())
-    build = AVX2_OUT / "_build"
-    log = TEST_OUTPUT / f"{AVX2_OUT.name}-build.log"
-    marker = TEST_OUTPUT / f"{AVX2_OUT.name}-build.ok"
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid-{os.getpid()}")
-    TEST_OUTPUT.mkdir(exist_ok=True)
-    with FileLock(str(TEST_OUTPUT / f"{AVX2_OUT.name}-build.lock")):
-        reuse = os.environ.get("COURSE_REUSE_BUILD") == "1" and not os.environ.get("CI")
-        done = marker.exists() and marker.read_text() == run_id
-        if (reuse or done) and (build / "html" / "index.html").exists():
-            return Build(SIMULATED_BUILD, build, pages)
-        early = _AVX2_EARLY.pop("proc", None)
-        if early is not None:
-            returncode = early.wait()
-            _AVX2_EARLY.pop("log").close()
-        else:
-            marker.unlink(missing_ok=True)
-            cmd, env = _avx2_build_command()
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
-            log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-            returncode = proc.returncode
-        if returncode != 0 or not (build / "html" / "index.html").exists():
-            pytest.fail(
-                f"the {AVX2_CPU} build of {', '.join(pages)} failed (exit {returncode});"
-                f" full log in {log}",
-                pytrace=False,
-            )
-        marker.write_text(run_id)
-    return Build(SIMULATED_BUILD, build, pages)
+    they measure) built again under the simulated CPU (``tests/book_builds.py``)."""
+    return Build(SIMULATED_BUILD, _wait_for(SIMULATED_BUILD), tuple(simulated_pages()))
 
 
 @pytest.fixture(scope="session", params=BUILD_NAMES)
@@ -327,41 +181,6 @@ def any_build(request) -> Build:
     return get_build(request, request.param)
 
 
-def _build_pdf_first(env: dict[str, str]) -> None:
-    """As ``./course build`` does, where Chromium is installed: the single-page build and the
-    whole-book PDF (``tools/pdf.py``) before the HTML build, which then links the PDF. The
-    single-page build executes the chapters (the HTML build reuses them): its failure is the
-    book's, and fails here. A failed print is only logged (``PDF_LOG``): tests/book/test_pdf.py
-    reports it."""
-    from tools.pdf import build_singlehtml, chromium_path
-
-    PDF_LOG.unlink(missing_ok=True)
-    if chromium_path() is None:
-        return
-    proc = build_singlehtml(BOOK_OUT, capture=True, env=env)
-    log = TEST_OUTPUT / f"{BOOK_OUT.name}-build-singlehtml.log"
-    log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    if proc.returncode != 0:
-        lines = [
-            line
-            for line in (proc.stdout + proc.stderr).splitlines()
-            if "WARNING" in line or "ERROR" in line or "Error" in line
-        ]
-        pytest.fail(
-            f"the clean single-page build (for the PDF) failed (exit {proc.returncode});"
-            f" full log in {log}.\n" + "\n".join(lines[-40:]),
-            pytrace=False,
-        )
-    pdf = subprocess.run(
-        [sys.executable, "-m", "tools.pdf", "--no-build", "--path-output", str(BOOK_OUT)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    PDF_LOG.write_text(f"exit {pdf.returncode}\n" + pdf.stdout + "\n--- stderr ---\n" + pdf.stderr)
-
-
 @pytest.fixture(scope="session")
 def built_pdf(built_book, chromium) -> Path:
     """The whole-book PDF of the clean test build (``built_book`` prints it first)."""
@@ -369,8 +188,9 @@ def built_pdf(built_book, chromium) -> Path:
 
     pdf = built_book / "pdf" / PDF_NAME
     if not pdf.is_file():
-        log = PDF_LOG.read_text() if PDF_LOG.exists() else "(no log: the build was reused?)"
-        pytest.fail(f"no PDF at {pdf}; {PDF_LOG}:\n{log[-3000:]}", pytrace=False)
+        log = book_builds.PDF_LOG
+        text = log.read_text() if log.exists() else "(no log: the build was reused?)"
+        pytest.fail(f"no PDF at {pdf}; {log}:\n{text[-3000:]}", pytrace=False)
     return pdf
 
 

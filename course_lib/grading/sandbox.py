@@ -156,7 +156,9 @@ def command(sb: Sandbox, argv: list[str], files: dict[str, int], env: dict[str, 
 def inner_env(threads: int | None) -> dict[str, str]:
     """The environment inside the sandbox (everything else is cleared). PYTHONPATH names the
     folder of the course_lib the grader itself runs (bound read-only), so the kernel imports
-    that one whatever way it was installed."""
+    that one whatever way it was installed. OpenMP's wait policy passes through from the
+    grader's environment: where the grader shares the cores with other work it says PASSIVE,
+    and a student's spinning threads would otherwise take the cores the rest needs."""
     import course_lib
 
     env = {
@@ -179,6 +181,8 @@ def inner_env(threads: int | None) -> dict[str, str]:
     }
     if threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    if os.environ.get("OMP_WAIT_POLICY", "").upper() in ("ACTIVE", "PASSIVE"):
+        env["OMP_WAIT_POLICY"] = os.environ["OMP_WAIT_POLICY"].upper()
     return env
 
 

@@ -122,6 +122,18 @@ def test_inner_environment_is_small_and_points_into_the_scratch_folder():
     )
 
 
+@pytest.mark.parametrize("policy", ["passive", "ACTIVE", "", "spin; rm -rf /"])
+def test_openmps_wait_policy_passes_through_and_nothing_else(monkeypatch, policy):
+    """A grader that shares the cores says PASSIVE (.ci/run), and the student's threads must not
+    spin on the cores the rest needs; any other value stays outside."""
+    monkeypatch.setenv("OMP_WAIT_POLICY", policy)
+    env = sandboxing.inner_env(2)
+    if policy.upper() in ("ACTIVE", "PASSIVE"):
+        assert env["OMP_WAIT_POLICY"] == policy.upper()
+    else:
+        assert "OMP_WAIT_POLICY" not in env
+
+
 @needs_bwrap
 def test_nothing_writable_is_on_sys_path_inside_the_sandbox():
     """A file the student's code writes can never be imported in place of a module: every

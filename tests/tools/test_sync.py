@@ -219,14 +219,20 @@ def test_course_script_has_sync_and_check():
     assert "./course sync" in out and "./course check" in out
 
 
-def test_ci_runs_the_fast_tier_first_and_stops_on_its_failure():
+def test_ci_runs_the_whole_suite_in_one_run_the_builds_beside_the_rest():
+    """.ci/run runs the README's test command on the whole suite, once (no tier left out), on
+    pytest-xdist workers that keep the run's order (the tests that need no build first, while
+    the builds run: tests/conftest.py) and each file's groups on one worker."""
     text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "set -euo pipefail" in text  # a failed command stops the script
-    fast = text.index("./course test --fast")
-    slow = [m.start() for m in re.finditer(r'\./course test -m "slow or browser"', text)]
-    assert slow and all(fast < s for s in slow), "the slow tier must come after the fast tier"
-    # together the two tiers are the whole suite (./course test --fast is "not slow and not
-    # browser")
+    # the commands (not the comments), each with its continuation lines
+    calls = [m.group(0) for m in re.finditer(r"^\./course test(?:[^\n]*\\\n)*[^\n]*", text, re.M)]
+    assert len(calls) == 1, calls
+    call = calls[0]
+    assert " -m " not in call and "--fast" not in call and " -k " not in call, call
+    for flag in ("-n ", "--dist loadgroup", "--no-loadscope-reorder", "--durations="):
+        assert flag in call, f".ci/run's test command lacks {flag!r}: {call}"
+    # ./course test --fast stays the fast tier: "not slow and not browser"
     course = (ROOT / "course").read_text(encoding="utf-8")
     assert 'pytest -m "not slow and not browser"' in course
 

@@ -1,0 +1,173 @@
+"""The test run's builds in the background (tests/book_builds.py) and the run's order
+(tests/conftest.py): the tests that need no build first, each file's tests on one xdist worker;
+a build started once per run, waited for, its failure or its death reported with why."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+
+import book_builds
+import conftest
+import pytest
+from build_support import SIMULATED_BUILD
+
+
+def _item(nodeid, fixtures=(), **params):
+    marks = []
+    return types.SimpleNamespace(
+        nodeid=nodeid,
+        fixturenames=list(fixtures),
+        callspec=types.SimpleNamespace(params=params) if params else None,
+        add_marker=marks.append,
+        marks=marks,
+    )
+
+
+ITEMS = [
+    _item("tests/book/test_book.py::test_toc_lists_existing_files"),
+    _item("tests/book/test_book.py::test_build_log_is_clean", ["built_book"]),
+    _item("tests/book/test_book.py::test_page[a-avx2]", ["request"], build=SIMULATED_BUILD),
+    _item("tests/book/test_colab.py::test_runs[08]", ["fresh_colab"]),
+    _item("tests/book/test_colab.py::test_every_chapter_ran", ["built_book", "fresh_colab"]),
+    _item("tests/book/test_pdf.py::test_opens", ["built_pdf", "chromium"]),
+    _item("tests/book/test_site_data.py::test_values[native]", ["any_build"], any_build="native"),
+    _item("tests/book/test_browser.py::test_page[intro]", ["base_url", "browser"]),
+    _item("tests/grading/test_grade.py::test_batch", ["tmp_path"]),
+]
+
+
+def test_each_test_needs_the_builds_its_fixtures_and_parameters_name(monkeypatch):
+    monkeypatch.delenv("COURSE_BROWSER_BUILD", raising=False)
+    needed = [conftest.builds_needed(item) for item in ITEMS]
+    assert needed == [
+        set(),
+        {"native"},
+        {SIMULATED_BUILD},
+        set(),
+        {"native"},
+        {"native"},
+        {"native"},
+        {"native"},
+        set(),
+    ]
+    monkeypatch.setenv("COURSE_BROWSER_BUILD", "/some/site")  # the browser tests read that one
+    assert conftest.builds_needed(ITEMS[7]) == set()
+
+
+@pytest.mark.parametrize("worker", [None, "gw0"])
+def test_the_tests_that_need_no_build_run_first_and_a_files_tests_share_a_worker(
+    monkeypatch, worker
+):
+    monkeypatch.delenv("COURSE_BROWSER_BUILD", raising=False)
+    if worker:
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    else:
+        monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    items = list(ITEMS)
+    conftest.pytest_collection_modifyitems(None, items)
+    order = [item.nodeid for item in items]
+    free = [i.nodeid for i in ITEMS if not conftest.builds_needed(i)]
+    assert order[: len(free)] == free  # first, in their order
+    assert order[len(free) :] == [i.nodeid for i in ITEMS if conftest.builds_needed(i)]
+    groups = {item.nodeid: [m.args[0] for m in item.marks] for item in items}
+    if not worker:
+        assert all(not g for g in groups.values())  # no xdist: no groups
+        return
+    colab = "tests/book/test_colab.py"
+    assert groups[f"{colab}::test_runs[08]"] == [colab]
+    assert groups[f"{colab}::test_every_chapter_ran"] == [f"{colab}#build"]
+    assert len({g[0] for g in groups.values()}) == 8  # one per file and kind
+
+
+@pytest.fixture
+def jobs(tmp_path, monkeypatch):
+    """book_builds' files under ``tmp_path``, and a stand-in build: ``script`` (Python run as
+    the build's process, with the job's ``ok``/``failed`` paths and the run id as arguments)."""
+    monkeypatch.setattr(book_builds, "TEST_OUTPUT", tmp_path)
+    monkeypatch.setattr(book_builds, "AVX2_OUT", tmp_path / "book-sim")
+    monkeypatch.setattr(book_builds, "BOOK_OUT", tmp_path / "book")
+    monkeypatch.setenv("COURSE_TEST_RUN", "run-1")
+    monkeypatch.delenv("COURSE_REUSE_BUILD", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this process owns its builds
+    monkeypatch.setattr(book_builds, "_POLL_SECONDS", 0.05)
+    state = types.SimpleNamespace(script="")
+
+    def command(name, rid):
+        j = book_builds.job(name)
+        return [sys.executable, "-c", state.script, str(j.ok), str(j.failed), rid]
+
+    monkeypatch.setattr(book_builds, "_command", command)
+    yield state
+    for proc in book_builds._CHILDREN.values():
+        proc.kill()
+        proc.wait()
+    book_builds._CHILDREN.clear()
+
+
+SUCCEEDS = "import sys, pathlib\npathlib.Path(sys.argv[1]).write_text(sys.argv[3])"
+
+
+def test_a_build_starts_once_per_run_and_is_waited_for(jobs):
+    jobs.script = SUCCEEDS
+    book_builds.start("native")
+    first = book_builds._started(book_builds.job("native"))
+    book_builds.start("native")  # a second worker of the run asks: nothing new starts
+    assert book_builds._started(book_builds.job("native")) == first
+    assert first["run_id"] == "run-1" and first["owner"] == os.getpid()
+    assert book_builds.wait("native") == book_builds.BOOK_OUT / "_build"
+
+
+def test_a_build_of_an_earlier_run_is_not_taken_for_this_runs(jobs, monkeypatch):
+    jobs.script = SUCCEEDS
+    assert book_builds.wait("native")  # run-1's build (started by wait)
+    monkeypatch.setenv("COURSE_TEST_RUN", "run-2")
+    jobs.script = "import time; time.sleep(600)"
+    book_builds.start("native")
+    assert book_builds._result(book_builds.job("native")) is None  # under way, not run-1's
+    book_builds.stop_owned()  # the session ends first: its build is stopped
+    assert not book_builds._alive(book_builds._started(book_builds.job("native"))["pid"], "x")
+
+
+def test_a_workers_build_belongs_to_the_session_and_outlives_the_worker(jobs, monkeypatch):
+    """A pytest-xdist worker starts a build for the whole run: its owner is the controller (the
+    worker's parent), so a worker that ends neither kills nor waits for it."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    jobs.script = "import time; time.sleep(600)"
+    book_builds.start("native")
+    info = book_builds._started(book_builds.job("native"))
+    assert info["owner"] == os.getppid()
+    book_builds.stop_owned()  # as a worker would at its end: not its build
+    assert book_builds._alive(info["pid"], "native")
+
+
+def test_a_failed_build_says_why(jobs):
+    jobs.script = (
+        "import sys, pathlib\n"
+        "pathlib.Path(sys.argv[2]).write_text(sys.argv[3] + '\\nthe book build failed: ch. 8')"
+    )
+    with pytest.raises(book_builds.BuildFailed, match="the book build failed: ch. 8"):
+        book_builds.wait(SIMULATED_BUILD)
+
+
+def test_a_build_process_that_dies_is_reported_with_its_output(jobs):
+    jobs.script = "import os, sys; print('out of memory', flush=True); os._exit(9)"
+    with pytest.raises(book_builds.BuildFailed, match="ended without a result(?s:.*)out of memory"):
+        book_builds.wait("native")
+
+
+def test_a_build_the_run_never_started_is_an_error_not_a_hang(jobs, monkeypatch):
+    monkeypatch.setattr(book_builds, "start", lambda name: None)
+    with pytest.raises(book_builds.BuildFailed, match="never started"):
+        book_builds.wait("native")
+
+
+def test_the_build_script_records_a_crash_as_a_failure(jobs, monkeypatch):
+    def crash():
+        raise KeyError("no such chapter")
+
+    monkeypatch.setattr(book_builds, "build_native", crash)
+    assert book_builds.main(["native", "run-1"]) == 1
+    first, _, why = book_builds.job("native").failed.read_text().partition("\n")
+    assert first == "run-1" and "crashed" in why and "no such chapter" in why
