@@ -214,12 +214,15 @@ def stop_owned() -> None:
     for name in ("native", SIMULATED_BUILD):
         j = job(name)
         info = _started(j)
+        killed = False
         if info.get("owner") == os.getpid() and _result(j) is None and _alive(info["pid"], name):
             try:
                 os.killpg(info["pid"], signal.SIGKILL)
+                killed = True
             except ProcessLookupError:
                 pass
-        if name in _CHILDREN and _CHILDREN[name].poll() is not None:  # ended: reap it
+        proc = _CHILDREN.get(name)
+        if proc is not None and (killed or proc.poll() is not None):  # ended: reap it
             _CHILDREN.pop(name).wait()
 
 

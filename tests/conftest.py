@@ -14,6 +14,7 @@ only when nothing else is left.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import colab_env
 import pytest
 import torch
 from build_support import BUILD_NAMES, SIMULATED_BUILD, Build, get_build, simulated_pages
+from xdist.scheduler import LoadScopeScheduling
 
 TEST_OUTPUT = book_builds.TEST_OUTPUT
 
@@ -125,17 +127,48 @@ def builds_needed(item) -> set[str]:
     return needed
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+# Under pytest-xdist, each test's group (below), written by the workers as they collect, read by
+# the controller's scheduler (``pytest_xdist_make_scheduler``).
+XDIST_GROUPS = TEST_OUTPUT / "xdist-groups.json"
+
+
+@pytest.hookimpl(trylast=True)  # after every other plugin's reordering
 def pytest_collection_modifyitems(config, items):
     """The tests that need no build first, in their order, while the builds run; then the rest.
-    Under pytest-xdist each file's tests form one group (``xdist_group``), those that need a
-    build a second one."""
+    Under pytest-xdist each file's tests form one group, those that need a build a second one
+    (``XDIST_GROUPS``)."""
     needs = {id(item): bool(builds_needed(item)) for item in items}
     items.sort(key=lambda item: needs[id(item)])  # stable: the order within each part is kept
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        for item in items:
-            group = item.nodeid.split("::")[0] + ("#build" if needs[id(item)] else "")
-            item.add_marker(pytest.mark.xdist_group(group))
+        groups = {
+            item.nodeid: item.nodeid.split("::")[0] + ("#build" if needs[id(item)] else "")
+            for item in items
+        }
+        XDIST_GROUPS.parent.mkdir(exist_ok=True)
+        part = XDIST_GROUPS.with_suffix(f".{os.environ['PYTEST_XDIST_WORKER']}.tmp")
+        part.write_text(json.dumps(groups))
+        os.replace(part, XDIST_GROUPS)  # every worker writes the same groups: one wins whole
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """``--dist loadgroup``: each group of ``XDIST_GROUPS`` goes to one worker, whole, in the
+    run's order (with ``--no-loadscope-reorder``). pytest-xdist's own loadgroup cannot do it
+    under pytest 9: it renames ``item._nodeid`` to carry the group, and pytest 9 names an item
+    by its structured id instead, so every test would be a group of its own (a module's
+    fixtures made once per worker: the exercise gradings twice, measured)."""
+
+    groups: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self.groups is None:  # the workers wrote it before they reported their tests
+            self.groups = json.loads(XDIST_GROUPS.read_text())
+        return self.groups.get(nodeid) or nodeid.split("::")[0]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "loadgroup":
+        return GroupScheduling(config, log)
+    return None
 
 
 def pytest_collection_finish(session):

@@ -15,13 +15,10 @@ from build_support import SIMULATED_BUILD
 
 
 def _item(nodeid, fixtures=(), **params):
-    marks = []
     return types.SimpleNamespace(
         nodeid=nodeid,
         fixturenames=list(fixtures),
         callspec=types.SimpleNamespace(params=params) if params else None,
-        add_marker=marks.append,
-        marks=marks,
     )
 
 
@@ -58,9 +55,10 @@ def test_each_test_needs_the_builds_its_fixtures_and_parameters_name(monkeypatch
 
 @pytest.mark.parametrize("worker", [None, "gw0"])
 def test_the_tests_that_need_no_build_run_first_and_a_files_tests_share_a_worker(
-    monkeypatch, worker
+    monkeypatch, tmp_path, worker
 ):
     monkeypatch.delenv("COURSE_BROWSER_BUILD", raising=False)
+    monkeypatch.setattr(conftest, "XDIST_GROUPS", tmp_path / "groups.json")
     if worker:
         monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
     else:
@@ -71,14 +69,17 @@ def test_the_tests_that_need_no_build_run_first_and_a_files_tests_share_a_worker
     free = [i.nodeid for i in ITEMS if not conftest.builds_needed(i)]
     assert order[: len(free)] == free  # first, in their order
     assert order[len(free) :] == [i.nodeid for i in ITEMS if conftest.builds_needed(i)]
-    groups = {item.nodeid: [m.args[0] for m in item.marks] for item in items}
     if not worker:
-        assert all(not g for g in groups.values())  # no xdist: no groups
+        assert not (tmp_path / "groups.json").exists()  # no xdist: no groups
         return
+    # the controller's scheduler splits the run by the groups the workers wrote
+    scheduler = conftest.GroupScheduling.__new__(conftest.GroupScheduling)
+    groups = {nodeid: scheduler._split_scope(nodeid) for nodeid in order}
     colab = "tests/book/test_colab.py"
-    assert groups[f"{colab}::test_runs[08]"] == [colab]
-    assert groups[f"{colab}::test_every_chapter_ran"] == [f"{colab}#build"]
-    assert len({g[0] for g in groups.values()}) == 8  # one per file and kind
+    assert groups[f"{colab}::test_runs[08]"] == colab
+    assert groups[f"{colab}::test_every_chapter_ran"] == f"{colab}#build"
+    assert len(set(groups.values())) == 8  # one per file and kind
+    assert scheduler._split_scope("tests/x.py::test_new") == "tests/x.py"  # unknown: its file
 
 
 @pytest.fixture
@@ -92,6 +93,8 @@ def jobs(tmp_path, monkeypatch):
     monkeypatch.delenv("COURSE_REUSE_BUILD", raising=False)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this process owns its builds
     monkeypatch.setattr(book_builds, "_POLL_SECONDS", 0.05)
+    # its own children: the test run's real builds (started by this process) stay untouched
+    monkeypatch.setattr(book_builds, "_CHILDREN", {})
     state = types.SimpleNamespace(script="")
 
     def command(name, rid):
@@ -103,7 +106,6 @@ def jobs(tmp_path, monkeypatch):
     for proc in book_builds._CHILDREN.values():
         proc.kill()
         proc.wait()
-    book_builds._CHILDREN.clear()
 
 
 SUCCEEDS = "import sys, pathlib\npathlib.Path(sys.argv[1]).write_text(sys.argv[3])"
