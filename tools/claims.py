@@ -191,6 +191,15 @@ def _mille(v: Values) -> bool:
     return note == (", as a dictionary would" if top == "thousand" else ", not “thousand”")
 
 
+def _router_round_off(v: Values) -> bool:
+    gate = v.text("router_grad_gate")  # "least to most"
+    least = parse_number(gate.split(" to ")[0])
+    if least is None:
+        raise ValueError(f"glued router_grad_gate is {gate!r}, not a range of numbers")
+    renorm = v.num("router_grad_renorm")
+    return renorm < 1e-4 * least and 1.1 * least / renorm >= v.num("router_grad_ratio")
+
+
 CLAIMS: dict[str, tuple[Claim, ...]] = {
     "book/08_training": (
         Claim(
@@ -533,6 +542,12 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
         ),
     ),
     "book/15_speedrun": (
+        Claim(
+            # round-off: many orders of magnitude below the gate's gradient; "at least" the
+            # ratio of the numbers shown (each shown to two figures: up to 10 % apart)
+            "float32 round-off, at least {glue:text}`router_grad_ratio` times smaller",
+            _router_round_off,
+        ),
         Claim(
             "Lower loss per step is half of the question",
             lambda v: v.num("live_speedrun") < v.num("live_chapter"),
