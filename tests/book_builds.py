@@ -55,7 +55,6 @@ TEST_OUTPUT = ROOT / "test-output"
 # the CPU path this process (and the build's kernels) run on, when the environment chose one
 _CPU_CHOICE = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
 BOOK_OUT = TEST_OUTPUT / (f"book-{_CPU_CHOICE}" if _CPU_CHOICE else "book")
-BUILD_LOG = TEST_OUTPUT / f"{BOOK_OUT.name}-build.log"
 AVX2_OUT = TEST_OUTPUT / f"book-{SIMULATED_BUILD}"
 PDF_LOG = TEST_OUTPUT / "pdf-build.log"
 SHARED_CORES = {"OMP_WAIT_POLICY": "PASSIVE"}
@@ -91,6 +90,10 @@ class Job:
     @property
     def started(self) -> Path:
         return self._file("started")
+
+    @property
+    def lock(self) -> Path:  # held while a process starts the build
+        return self._file("lock")
 
     @property
     def output(self) -> Path:  # the build process's own stdout and stderr
@@ -136,7 +139,7 @@ def start(name: str) -> None:
         return
     j = job(name)
     TEST_OUTPUT.mkdir(exist_ok=True)
-    with FileLock(str(j._file("lock"))):
+    with FileLock(str(j.lock)):
         if _started(j).get("run_id") == run_id():
             return
         for f in (j.ok, j.failed, j.started):
