@@ -69,47 +69,13 @@ MEASURED: dict[str, tuple[str, ...]] = {
     "book/14_translation": ("train_s",),
     "book/15_speedrun": ("live_ratio",),
 }
-# Glued names that chapters gained after the last measurement of their page (2026-11-27:
-# Chapter 14's original recipe; Chapters 12, 13 and 15 were measured again on 2026-11-28). Until
+# Glued names that chapters gained after the last measurement of their page (none: Chapters 12,
+# 13, 14 and 15 were measured again on 2026-11-28, after their last new glued names). Until
 # `python benchmarks/isa_spread.py --pages PAGE` measures them they are compared EXACTLY (the
 # strict default: a machine that computes another value fails test_site_data_...), and most
 # are read from committed results files, so they are the same everywhere. tests/tools/test_spread.py
 # fails on a name listed here that the measurement has (a stale row) or the page no longer glues.
-NOT_YET_MEASURED: dict[str, tuple[str, ...]] = {
-    "book/14_translation": (
-        "lr_end_cos",
-        "lr_end_noam",
-        "lr_peak",
-        "ls_floor",
-        "modern_val_max",
-        "orig_dropout",
-        "orig_em_max",
-        "orig_em_min",
-        "orig_em_phrase",
-        "orig_emb_rms",
-        "orig_params",
-        "orig_pe_params",
-        "orig_pe_rms",
-        "orig_pe_rows",
-        "orig_scaled_rms",
-        "orig_seeds",
-        "orig_val_max",
-        "orig_val_min",
-        "wu_base",
-        "wu_base_cost",
-        "wu_hurt_rates",
-        "wu_post",
-        "wu_post_cost",
-        "wu_post_nw",
-        "wu_pre",
-        "wu_pre_cost",
-        "wu_pre_nw",
-        "wu_rates",
-        "wu_steps",
-        "wu_top",
-        "wu_where",
-    ),
-}
+NOT_YET_MEASURED: dict[str, tuple[str, ...]] = {}
 # The CPUs this machine can simulate: the environment that makes PyTorch take each one's path
 # (read when torch loads, so set before a process imports it).
 CPUS: dict[str, dict[str, str]] = {
