@@ -12,8 +12,6 @@ because each exercise's checks call only that exercise's functions.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -167,33 +165,6 @@ def test_verdicts_do_not_depend_on_thread_count(graded, stem):
         assert [e["checks"] for e in one["exercises"]] == [e["checks"] for e in two["exercises"]], (
             variant
         )
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(2400)  # every solution notebook, run top to bottom in one pytest
-def test_solutions_pass_nbval():
-    """The stored outputs of every solution notebook are what a fresh kernel prints (2 threads;
-    the outputs were stored with 1)."""
-    env = {**__import__("os").environ, "OMP_NUM_THREADS": "2"}
-    env.pop("COURSE_LIB_SOURCE", None)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--nbval",
-            "--nbval-current-env",
-            *[f"solutions/{s}.ipynb" for s in STEMS],
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:]
 
 
 def test_exercises_equal_regeneration_and_metadata_is_valid(capsys):
