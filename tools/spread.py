@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from course_lib.grading.sandbox import CPU_PATH_VARIABLES
+
 from . import ROOT
 
 __all__ = [
@@ -84,8 +86,9 @@ CPUS: dict[str, dict[str, str]] = {
     "avx2+onednn": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},  # a laptop
     "no-vector": {"ATEN_CPU_CAPABILITY": "default"},  # ATen's scalar kernels
 }
-# what a simulated CPU's environment must not inherit (it would change the path it names)
-CPU_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+# what a simulated CPU's environment must not inherit (it would change the path it names): the
+# variables that choose the CPU path, whose one home is the grader's sandbox (it passes them in)
+CPU_VARIABLES = CPU_PATH_VARIABLES
 
 
 def cpu_environment(cpu: str, base: dict[str, str]) -> dict[str, str]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -153,12 +154,24 @@ def command(sb: Sandbox, argv: list[str], files: dict[str, int], env: dict[str, 
     return cmd + ["--", *argv]
 
 
+#: The variables that choose which CPU kernels PyTorch and its libraries run: ATen's vectorised
+#: paths, oneDNN's and MKL's instruction sets. Each path rounds float32 differently, even in
+#: ``torch.randn``. The student's process and the checker each compute a check's inputs (a
+#: seeded ``randn``) and the checker compares floats, so both must take the same path: what the
+#: grader's environment says here passes into the sandbox (the checker runs with the grader's
+#: environment), each value only in the form these variables take (a word such as ``avx2`` or
+#: ``AVX2``). Without this, a grader run under ``ATEN_CPU_CAPABILITY=default`` failed correct
+#: solutions ("the input logits were modified in place": the two processes drew other inputs).
+CPU_PATH_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
 def inner_env(threads: int | None) -> dict[str, str]:
     """The environment inside the sandbox (everything else is cleared). PYTHONPATH names the
     folder of the course_lib the grader itself runs (bound read-only), so the kernel imports
-    that one whatever way it was installed. OpenMP's wait policy passes through from the
-    grader's environment: where the grader shares the cores with other work it says PASSIVE,
-    and a student's spinning threads would otherwise take the cores the rest needs."""
+    that one whatever way it was installed. From the grader's environment pass through: OpenMP's
+    wait policy (where the grader shares the cores with other work it says PASSIVE, and a
+    student's spinning threads would otherwise take the cores the rest needs), and the CPU path
+    (``CPU_PATH_VARIABLES``: the checker's floats must be the student process's)."""
     import course_lib
 
     env = {
@@ -183,6 +196,10 @@ def inner_env(threads: int | None) -> dict[str, str]:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     if os.environ.get("OMP_WAIT_POLICY", "").upper() in ("ACTIVE", "PASSIVE"):
         env["OMP_WAIT_POLICY"] = os.environ["OMP_WAIT_POLICY"].upper()
+    for name in CPU_PATH_VARIABLES:
+        value = os.environ.get(name, "")
+        if re.fullmatch(r"[A-Za-z0-9_]{1,32}", value):
+            env[name] = value
     return env
 
 

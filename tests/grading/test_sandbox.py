@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import operator
+import os
 import shutil
 import socket
 import subprocess
@@ -132,6 +133,60 @@ def test_openmps_wait_policy_passes_through_and_nothing_else(monkeypatch, policy
         assert env["OMP_WAIT_POLICY"] == policy.upper()
     else:
         assert "OMP_WAIT_POLICY" not in env
+
+
+@pytest.mark.parametrize("name", sandboxing.CPU_PATH_VARIABLES)
+@pytest.mark.parametrize("value", ["default", "AVX2", "", "avx2; rm -rf /", "x" * 40])
+def test_the_cpu_path_passes_through_and_nothing_else(monkeypatch, name, value):
+    """The checker runs with the grader's environment: the sandbox must take the CPU path it
+    takes (a seeded randn draws other numbers on another path); any other value stays outside."""
+    for other in sandboxing.CPU_PATH_VARIABLES:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(name, value)
+    env = sandboxing.inner_env(2)
+    if value in ("default", "AVX2"):
+        assert env[name] == value
+    else:
+        assert name not in env
+    assert not set(sandboxing.CPU_PATH_VARIABLES) - {name} & set(env)
+
+
+@needs_bwrap
+@pytest.mark.slow  # two sandboxes and two fresh Pythons (~10 s)
+def test_a_seeded_draw_in_the_sandbox_is_the_graders_on_every_cpu_path(tmp_path):
+    """What the check's inputs are made of: ``randn`` of the same seed, drawn in the sandbox and
+    here, is the same tensor whichever CPU path the grader's environment chooses."""
+    code = (
+        "import torch, sys; from course_lib.grading.checks import randn; "
+        "sys.stdout.write(repr(randn(3, 12, seed=1011).tolist()))"
+    )
+    sb, _ = sandboxing.probe()
+    for cpu in ("default", "avx2"):
+        env = {**os.environ, "ATEN_CPU_CAPABILITY": cpu}
+        outside = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        ).stdout
+        env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+        inner = subprocess.run(
+            sandboxing.command(sb, [sys.executable, "-c", code], {}, _inner_env_under(env)),
+            capture_output=True,
+            text=True,
+            env={"PATH": env["PATH"]},
+            check=True,
+        ).stdout
+        assert inner == outside, cpu
+
+
+def _inner_env_under(environ: dict[str, str]) -> dict[str, str]:
+    """``inner_env`` as a grader whose environment is ``environ`` computes it."""
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(environ)
+        return sandboxing.inner_env(1)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @needs_bwrap
