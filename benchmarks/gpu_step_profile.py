@@ -5,7 +5,8 @@
 
 Profiles whole training steps (forward in the device's autocast precision, backward, clipping,
 fused AdamW: ``train_bench.step_seconds``) at the shape of ``course_lib/configs/gpu.json`` with
-``torch.profiler``, eager and through ``torch.compile``, and prints per mode:
+``torch.profiler``, in each mode of ``--modes`` (``MODES``: eager, ``torch.compile``, and
+``torch.compile`` with CUDA graphs), and prints per mode:
 
 - the step's wall milliseconds (timed unprofiled) and its model-FLOP utilisation (MFU) against the
   datasheet peak (``gpu_bench.DATASHEET_PEAK_TFLOPS``);
