@@ -89,6 +89,14 @@ def measured_peak_tflops(
     return best
 
 
+def write_results(summary: dict, out, default, device: torch.device, smoke: bool) -> None:
+    """Write ``summary`` to ``out`` if given, else to the committed ``default`` results file when
+    the run was a real one (on CUDA, not ``--smoke``); a CPU or smoke run writes nothing."""
+    out = out or (default if device.type == "cuda" and not smoke else None)
+    if out is not None:
+        write_json(summary, out)
+
+
 def autocast_for(device: torch.device, precision: str):
     """A function returning the forward pass's context for ``precision`` on ``device``."""
     if precision == "fp32":
@@ -223,9 +231,7 @@ def main(argv: list[str] | None = None) -> dict:
         "gpu_run": trained,
         "measured_at": time.strftime("%Y-%m-%d %H:%M"),
     }
-    out = args.out or (RESULTS if device.type == "cuda" and not args.smoke else None)
-    if out is not None:
-        write_json(summary, out)
+    write_results(summary, args.out, RESULTS, device, args.smoke)
     return summary
 
 

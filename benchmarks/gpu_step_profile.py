@@ -35,8 +35,13 @@ import statistics
 import time
 
 import torch
-from _common import results_file, write_json  # run from benchmarks/
-from gpu_bench import autocast_for, datasheet_peak_tflops, gpu_config  # run from benchmarks/
+from _common import results_file  # run from benchmarks/
+from gpu_bench import (  # run from benchmarks/
+    autocast_for,
+    datasheet_peak_tflops,
+    gpu_config,
+    write_results,
+)
 from torch.profiler import ProfilerActivity, profile
 from train_bench import step_seconds  # run from benchmarks/
 
@@ -197,9 +202,7 @@ def main(argv: list[str] | None = None) -> dict:
         "modes": {r["mode"]: r for r in rows},
         "measured_at": time.strftime("%Y-%m-%d %H:%M"),
     }
-    out = args.out or (RESULTS if device.type == "cuda" and not args.smoke else None)
-    if out is not None:
-        write_json(summary, out)
+    write_results(summary, args.out, RESULTS, device, args.smoke)
     return summary
 
 
