@@ -8,7 +8,8 @@ in a process of its own, in the background, while the tests that need no build r
   tests that read the build and the check that a chapter runs on Colab. Where Chromium is
   installed it first builds the single page and prints the whole-book PDF (``tools/pdf.py``), as
   ``./course build`` does. ``ATEN_CPU_CAPABILITY=default ./course test`` builds with PyTorch's
-  scalar kernels, into ``test-output/book-default``, so it never mixes with the native one.
+  scalar kernels, into ``test-output/book-aten-default`` (``native_out``), so it never mixes
+  with another build.
 - the simulated CPU's (``build_support.SIMULATED_BUILD``, "avx2" by default): the pages whose
   glued values the CPU changes (``build_support.simulated_pages()``) built again under
   ``SIMULATED_CPU`` (``tools.spread.CPUS``): the whole table of contents, so numbering and
@@ -52,9 +53,18 @@ from build_support import SIMULATED_BUILD, SIMULATED_CPU, simulated_pages  # noq
 from tools import ROOT  # noqa: E402
 
 TEST_OUTPUT = ROOT / "test-output"
-# the CPU path this process (and the build's kernels) run on, when the environment chose one
-_CPU_CHOICE = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
-BOOK_OUT = TEST_OUTPUT / (f"book-{_CPU_CHOICE}" if _CPU_CHOICE else "book")
+
+
+def native_out(environ=os.environ) -> Path:
+    """The native build's folder: ``book``, or where the environment chose ATen's CPU path
+    (``ATEN_CPU_CAPABILITY``), ``book-aten-<path>``, so it never mixes with a build of the
+    native path, nor with the simulated CPU's build (``book-<SIMULATED_BUILD>``: with
+    ``ATEN_CPU_CAPABILITY=avx2`` both were ``book-avx2``, one folder for two builds at once)."""
+    choice = environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    return TEST_OUTPUT / (f"book-aten-{choice}" if choice else "book")
+
+
+BOOK_OUT = native_out()
 AVX2_OUT = TEST_OUTPUT / f"book-{SIMULATED_BUILD}"
 PDF_LOG = TEST_OUTPUT / "pdf-build.log"
 SHARED_CORES = {"OMP_WAIT_POLICY": "PASSIVE"}

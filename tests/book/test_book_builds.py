@@ -173,3 +173,17 @@ def test_the_build_script_records_a_crash_as_a_failure(jobs, monkeypatch):
     assert book_builds.main(["native", "run-1"]) == 1
     first, _, why = book_builds.job("native").failed.read_text().partition("\n")
     assert first == "run-1" and "crashed" in why and "no such chapter" in why
+
+
+@pytest.mark.parametrize("choice", ["", "default", "avx2", "AVX512", "native", "no-vector"])
+def test_the_native_build_never_shares_a_folder_with_the_simulated_one(choice):
+    """Both builds run at once: whatever CPU path the environment chose for the native one, its
+    folder is not the simulated CPU's build's (any of tools.spread.CPUS), nor the default one's
+    unless no path was chosen."""
+    from tools.spread import CPUS
+
+    native = book_builds.native_out({"ATEN_CPU_CAPABILITY": choice} if choice else {})
+    simulated = {book_builds.TEST_OUTPUT / f"book-{name}" for name in (*CPUS, SIMULATED_BUILD)}
+    assert native not in simulated, native
+    assert (native == book_builds.TEST_OUTPUT / "book") == (choice == "")
+    assert book_builds.job(SIMULATED_BUILD).out in simulated
