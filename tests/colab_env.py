@@ -3,12 +3,12 @@ has (``PREINSTALLED``, pinned as in requirements.txt) and ``course_lib`` install
 set-up cell from this checkout (``COURSE_LIB_SOURCE``), built once per test run
 (``tests/conftest.py``'s ``fresh_colab``).
 
-Two kernels run in it. ``colab-fresh`` (``kernels``): the solution notebooks run there top to
-bottom (``tests/book/test_colab.py``). ``python3`` (``jupyter_path``, found first through
-``JUPYTER_PATH``): the clean test build (``built_book``) executes every chapter there, so each
-chapter runs once, in Colab's environment and an empty working folder, and the site shows what
-that run computed; each start of this kernel is noted in ``KERNEL_LOG`` (which Python, which
-``course_lib``, which folder), which ``tests/book/test_colab.py`` reads.
+Its kernel, ``python3`` (``jupyter_path``, found first through ``JUPYTER_PATH``), notes each of
+its starts (which Python, which ``course_lib``, which folder) in ``KERNEL_LOG``. The clean test
+build (``built_book``) executes every chapter there, so each chapter runs once, in Colab's
+environment and an empty working folder, and the site shows what that run computed; the
+solution notebooks run there under nbval, each noting its start in a log of its own
+(``tests/book/test_colab.py`` reads both).
 """
 
 from __future__ import annotations
@@ -181,20 +181,8 @@ def build(venv: Path, workdir: Path) -> dict:
     assert proc.returncode == 0, f"could not build the course_lib wheel:\n{proc.stderr[-3000:]}"
     env[colab.ENV_VAR] = str(next(wheels.glob("course_lib-*.whl")))
 
-    kernels = TEST_OUTPUT / "colab-kernels"
-    shutil.rmtree(kernels, ignore_errors=True)
-    (kernels / "colab-fresh").mkdir(parents=True)
-    (kernels / "colab-fresh" / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "fresh Colab",
-                "language": "python",
-            }
-        )
-    )
-    # The clean test build's kernel (tests/conftest.py): named python3, as the chapters ask,
-    # found first through JUPYTER_PATH; it notes each start in KERNEL_LOG.
+    # The fresh Colab's kernel: named python3, as the notebooks ask, found first through
+    # JUPYTER_PATH; it notes each start in KERNEL_LOG (a test may point that elsewhere).
     build_kernel = TEST_OUTPUT / "colab-jupyter" / "kernels" / "python3"
     shutil.rmtree(build_kernel.parents[1], ignore_errors=True)
     build_kernel.mkdir(parents=True)
@@ -209,7 +197,7 @@ def build(venv: Path, workdir: Path) -> dict:
             }
         )
     )
-    state["python"], state["kernels"] = str(python), str(kernels)
+    state["python"] = str(python)
     state["jupyter_path"] = str(build_kernel.parents[1])
     state["source"] = str(source / "course_lib")
     return state

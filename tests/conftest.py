@@ -95,7 +95,6 @@ def fresh_colab(tmp_path_factory):
         **{
             **state,
             "python": Path(state["python"]),
-            "kernels": Path(state["kernels"]),
             "source": Path(state["source"]),
         },
         times=times,
