@@ -249,6 +249,23 @@ def _warnings(text: str) -> str:
     return "\n".join(lines[-40:])
 
 
+#: What a kernel prints when it lost jupyter_client's port race: the ports of a new kernel are
+#: picked free, released, then bound by the kernel, and a kernel started meanwhile (the other
+#: build's, a test's) can take one first (jupyter/jupyter_client#154). The kernel dies before it
+#: answers and the whole build fails; it struck the simulated build once in four whole runs.
+PORT_RACE = "Address already in use"
+
+
+def once_more_if_a_port_was_taken(run):
+    """``run()`` (a build: a CompletedProcess with its output captured), and once more if it
+    failed by the port race (``PORT_RACE`` in its output): the execution cache keeps what the
+    first try executed. Any other failure, and a second race, stand."""
+    proc = run()
+    if proc.returncode != 0 and PORT_RACE in f"{proc.stdout}{proc.stderr}":
+        proc = run()
+    return proc
+
+
 def _jupyter_book() -> str:
     return str(Path(sys.executable).with_name("jupyter-book"))
 
@@ -264,7 +281,7 @@ def _build_pdf_first(env: dict[str, str]) -> None:
     PDF_LOG.unlink(missing_ok=True)
     if chromium_path() is None:
         return
-    proc = build_singlehtml(BOOK_OUT, capture=True, env=env)
+    proc = once_more_if_a_port_was_taken(lambda: build_singlehtml(BOOK_OUT, capture=True, env=env))
     log = TEST_OUTPUT / f"{BOOK_OUT.name}-build-singlehtml.log"
     log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0:
@@ -296,7 +313,9 @@ def build_native() -> None:
     _build_pdf_first(env)
     cmd = [_jupyter_book(), "build", str(ROOT), "--path-output", str(j.out)]
     cmd += ["--builder", "html", "-W", "--keep-going"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    proc = once_more_if_a_port_was_taken(
+        lambda: subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    )
     j.log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0:
         raise BuildFailed(
@@ -330,7 +349,9 @@ def build_simulated() -> None:
     cmd += ["--config", str(config_file), "--builder", "html"]
     cmd += ["--keep-going"]  # no -W: the unexecuted pages warn of their missing glue
     env = {**cpu_environment(SIMULATED_CPU, dict(os.environ)), **SHARED_CORES}
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    proc = once_more_if_a_port_was_taken(
+        lambda: subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    )
     j.log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0 or not (j.build / "html" / "index.html").exists():
         raise BuildFailed(

@@ -187,3 +187,25 @@ def test_the_native_build_never_shares_a_folder_with_the_simulated_one(choice):
     assert native not in simulated, native
     assert (native == book_builds.TEST_OUTPUT / "book") == (choice == "")
     assert book_builds.job(SIMULATED_BUILD).out in simulated
+
+
+def test_a_build_that_lost_the_kernel_port_race_runs_once_more_and_no_other_does():
+    def runs(*outcomes):
+        calls = []
+
+        def run():
+            code, out = outcomes[len(calls)]
+            calls.append(code)
+            return types.SimpleNamespace(returncode=code, stdout=out, stderr="")
+
+        return run, calls
+
+    race = f"zmq.error.ZMQError: {book_builds.PORT_RACE} (addr='tcp://127.0.0.1:35691')"
+    run, calls = runs((1, race), (0, "build succeeded"))
+    assert book_builds.once_more_if_a_port_was_taken(run).returncode == 0 and calls == [1, 0]
+    run, calls = runs((1, race), (1, race))  # a second race stands
+    assert book_builds.once_more_if_a_port_was_taken(run).returncode == 1 and calls == [1, 1]
+    run, calls = runs((1, "NameError: name 'x' is not defined"))  # a real failure: no retry
+    assert book_builds.once_more_if_a_port_was_taken(run).returncode == 1 and calls == [1]
+    run, calls = runs((0, "build succeeded"))
+    assert book_builds.once_more_if_a_port_was_taken(run).returncode == 0 and calls == [0]
