@@ -86,6 +86,15 @@ for _k in ALL_CHANGES:
             ALL["modern"].update(_value)
         else:
             ALL[_field] = _value
+# two settings of the speedrun's own, tuned on its length (probes of 2026-11-28 at 480-500
+# steps, seeds 1337, 0 and 1: each lowered the final loss by about 0.004-0.005; ``--part
+# recipe`` measures each again, with a test): {Recipe field: (the speedrun's value, the
+# default it replaces)}. A short run spends more of its steps decaying, and Muon's decoupled
+# weight decay keeps its orthogonal steps from growing the weights.
+TUNED = {
+    "decay_fraction": (0.5, 0.3),
+    "muon_weight_decay": (0.1, 0.0),
+}
 # the speedrun: the chapter's shape with the changes that pay. A change that raised the loss
 # alone stays only if taking it out of the recipe raises the recipe's loss (``--part recipe``):
 # QK-norm (alone it raised the loss in the 400-step ablation of 2026-11-28; without it the
@@ -98,14 +107,15 @@ SPEEDRUN = {
     "modern": {"qk_norm": True},
     "optimizer": "muon",
     "schedule": "wsd",
+    **{setting: value for setting, (value, _default) in TUNED.items()},
 }
 # the sweep of 2026-11-27 (0.02, 0.04, 0.08) ended lowest at 0.02, the edge of its grid: this one
 # brackets it from below
 MUON_RATES = (0.01, 0.015, 0.02)
-# chapter-shaped steps. The longer run aims at the chapter recipe's loss in half its time: at
-# about 110 CPU ms a step against the chapter's 80 over 1,300 steps, 480 steps take about 53 s
-# of the 52-58 s that half allows
-SPEEDRUN_STEPS = {"speedrun-short": 330, "speedrun": 480}
+# chapter-shaped steps. The longer run aims at the chapter recipe's loss in half its time: a
+# step costs about 1.28 chapter steps (90 against 70 CPU ms, measured side by side idle on
+# 2026-11-28), so half of the chapter's 1,300 steps allows about 507; 500 leave a little room
+SPEEDRUN_STEPS = {"speedrun-short": 330, "speedrun": 500}
 RACE_EVAL = (10, 32)  # the race's evaluation: 10 batches of 32 windows for every recipe
 
 
@@ -426,7 +436,15 @@ def without(changes: dict, change: str) -> dict:
             out.pop(field, None)
     if change == "muon":
         out.pop("muon_lr", None)
+        out.pop("muon_weight_decay", None)
+    if change == "wsd":
+        out.pop("decay_fraction", None)
     return out
+
+
+def untuned(changes: dict, setting: str) -> dict:
+    """``changes`` with the tuned ``setting`` (a key of ``TUNED``) back at its default."""
+    return {**changes, setting: TUNED[setting][1]}
 
 
 def changes_in(changes: dict) -> list[str]:
@@ -445,13 +463,17 @@ def changes_in(changes: dict) -> list[str]:
 
 
 def recipe_less_one(args, out: dict, save) -> None:
-    """The race's speedrun recipe, whole and less each of its changes, over ``--seeds`` seeds
-    at the race's rate and length (``--part recipe``): each change's worth inside the recipe,
-    with Welch's test of the difference (without it minus whole)."""
+    """The race's speedrun recipe, whole and less each of its changes (and each ``TUNED``
+    setting back at its default), over ``--seeds`` seeds at the race's rate and length
+    (``--part recipe``): each one's worth inside the recipe, with Welch's test of the
+    difference (without it minus whole)."""
     chosen = out["race"]["speedrun_recipe"]
     steps = out["race"]["speedrun_steps"]["speedrun"]
-    inside = changes_in(chosen)
-    variants = {"whole": chosen, **{c: without(chosen, c) for c in inside}}
+    inside = changes_in(chosen) + [t for t in TUNED if t in chosen]
+    variants = {
+        "whole": chosen,
+        **{c: untuned(chosen, c) if c in TUNED else without(chosen, c) for c in inside},
+    }
     recipes = [
         recipe(name, "chapter", **changes).with_steps(steps).with_seed(seed)
         for seed in args.seeds

@@ -50,14 +50,16 @@ class Recipe:
     """One way to train: ``train`` (shape, batch, learning rate, steps, warmup, min_lr,
     weight decay, clipping, seed and evaluation windows, as in ``configs/*.json``),
     ``modern`` (ModernConfig changes; None: the plain MiniGPT), ``optimizer`` ("adamw" or
-    "muon"; Muon's peak rate ``muon_lr``), ``schedule`` ("cosine" or "wsd", with
-    ``decay_fraction``) and ``aux_weight`` (the MoE balance loss's weight)."""
+    "muon"; Muon's peak rate ``muon_lr`` and decoupled weight decay ``muon_weight_decay``),
+    ``schedule`` ("cosine" or "wsd", with ``decay_fraction``) and ``aux_weight`` (the MoE
+    balance loss's weight)."""
 
     name: str
     train: TrainConfig
     modern: dict | None = None
     optimizer: str = "adamw"
     muon_lr: float = 0.02
+    muon_weight_decay: float = 0.0
     schedule: str = "cosine"
     decay_fraction: float = 0.3
     aux_weight: float = 0.01
@@ -100,7 +102,9 @@ class Run:
         betas = (cfg.beta1, cfg.beta2)
         if recipe.optimizer == "muon":
             matrices, rest = muon_param_groups(self.model)
-            self.muon = Muon(matrices, lr=recipe.muon_lr, momentum=0.95)
+            self.muon = Muon(
+                matrices, lr=recipe.muon_lr, momentum=0.95, weight_decay=recipe.muon_weight_decay
+            )
             holder = nn.ParameterList(rest)  # make_optimizer splits by dimension
             self.adamw = make_optimizer(holder, cfg.lr, cfg.weight_decay, betas)
         else:
@@ -265,8 +269,10 @@ _CHANGE_NAMES = {
 
 def describe_recipe(changes: dict) -> str:
     """The changes of a recipe (``Recipe`` keyword arguments: ``modern``, ``optimizer``,
-    ``muon_lr``, ``schedule``) in words, e.g. "QK-norm, an untied head, Muon (peak rate 0.04)
-    for the blocks' matrices and warmup-stable-decay"."""
+    ``muon_lr``, ``muon_weight_decay``, ``schedule``, ``decay_fraction``) in words, e.g.
+    "QK-norm, an untied head, Muon (peak rate 0.04, weight decay 0.1) for the blocks' matrices
+    and warmup-stable-decay decaying over the last 50 % of the steps"; a default value is not
+    named."""
     parts = [
         _CHANGE_NAMES[(k, v)]
         for k, v in (changes.get("modern") or {}).items()
@@ -274,9 +280,13 @@ def describe_recipe(changes: dict) -> str:
     ]
     if changes.get("optimizer") == "muon":
         rate = changes.get("muon_lr", Recipe.muon_lr)
-        parts.append(f"Muon (peak rate {rate:g}) for the blocks' matrices")
+        decay = changes.get("muon_weight_decay", Recipe.muon_weight_decay)
+        settings = f"peak rate {rate:g}" + (f", weight decay {decay:g}" if decay else "")
+        parts.append(f"Muon ({settings}) for the blocks' matrices")
     if changes.get("schedule") == "wsd":
-        parts.append("warmup-stable-decay")
+        fraction = changes.get("decay_fraction", Recipe.decay_fraction)
+        over = f" decaying over the last {fraction * 100:g} % of the steps"
+        parts.append("warmup-stable-decay" + (over if fraction != Recipe.decay_fraction else ""))
     if not parts:
         return "no change"
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]

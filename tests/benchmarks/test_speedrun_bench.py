@@ -17,15 +17,23 @@ def test_without_takes_out_one_change_and_keeps_the_others():
         "modern": {"qk_norm": True, "tie_head": False},
         "optimizer": "muon",
         "muon_lr": 0.015,
+        "muon_weight_decay": 0.1,
         "schedule": "wsd",
+        "decay_fraction": 0.5,
     }
     assert speedrun.without(recipe, "qk_norm") == {**recipe, "modern": {"tie_head": False}}
     assert speedrun.without(recipe, "untied_head") == {**recipe, "modern": {"qk_norm": True}}
-    assert speedrun.without(recipe, "muon") == {"modern": recipe["modern"], "schedule": "wsd"}
+    # taking out Muon or warmup-stable-decay takes its own settings with it
+    assert speedrun.without(recipe, "muon") == {
+        "modern": recipe["modern"],
+        "schedule": "wsd",
+        "decay_fraction": 0.5,
+    }
     assert speedrun.without(recipe, "wsd") == {
         "modern": recipe["modern"],
         "optimizer": "muon",
         "muon_lr": 0.015,
+        "muon_weight_decay": 0.1,
     }
     assert recipe["modern"] == {"qk_norm": True, "tie_head": False}  # not changed in place
 
@@ -35,3 +43,14 @@ def test_changes_in_names_what_a_recipe_contains():
     assert speedrun.changes_in({"modern": {"mlp": "swiglu"}}) == ["swiglu"]
     assert speedrun.changes_in(speedrun.ALL) == speedrun.ALL_CHANGES
     assert speedrun.changes_in({}) == []
+
+
+def test_each_tuned_setting_goes_back_to_the_default_it_replaced():
+    from course_lib.labs.speedrun import Recipe
+
+    for setting, (value, default) in speedrun.TUNED.items():
+        assert speedrun.SPEEDRUN[setting] == value != default
+        assert getattr(Recipe, setting) == default, setting  # the default is Recipe's
+        back = speedrun.untuned(speedrun.SPEEDRUN, setting)
+        assert back == {**speedrun.SPEEDRUN, setting: default}
+        Recipe("r", None, **back)  # still a recipe

@@ -993,10 +993,11 @@ def test_chapter_15_speedrun_recipe_is_built_from_the_ablation_and_tuned():
     # a change that raised the loss alone stays only if it pays inside the recipe: taking it
     # out (benchmarks/speedrun.py --part recipe, over seeds) raised the recipe's loss, the 95 %
     # interval of Welch's test above zero
+    # (and each setting tuned for the speedrun, back at its default)
     less = bench["recipe_less_one"]
     assert less["recipe"] == recipe and set(less["without"]) == {
         n for n, inside in contains.items() if inside
-    }
+    } | {t for t in speedrun.TUNED if t in recipe}
     for name, inside in contains.items():
         ci = rows[name]["welch"]["ci95"]
         if ci[0] > 0 and inside:
@@ -1014,6 +1015,33 @@ def test_chapter_15_speedrun_recipe_is_built_from_the_ablation_and_tuned():
     assert float(tune["best"]) == min(
         map(float, tune["final_val"]), key=lambda lr: tune["final_val"][f"{lr:g}"]
     )
+
+
+def test_chapter_15_names_each_setting_tuned_for_the_speedrun_with_its_value():
+    from course_lib.labs.speedrun import Recipe
+
+    recipe = _speedrun_bench()["race"]["speedrun_recipe"]
+    speedrun = _benchmark("speedrun")
+    for given, want_words in (
+        (recipe, None),
+        ({k: v for k, v in recipe.items() if k not in speedrun.TUNED}, ""),
+    ):
+        g = glued(
+            "15_speedrun",
+            "speedrun_tuned",
+            also=('rc = bench["race"]', 'abl = bench["ablation"]', 'glue("abl_better"'),
+            given={"speedrun": given},
+        )
+        if want_words == "":  # nothing tuned: no sentence
+            assert g["speedrun_tuned"] == ""
+            continue
+        text = g["speedrun_tuned"]
+        tuned = [t for t in speedrun.TUNED if t in recipe and recipe[t] != getattr(Recipe, t)]
+        assert text.startswith({1: "One setting is", 2: "Two settings are"}[len(tuned)])
+        if "decay_fraction" in tuned:
+            assert f"last {recipe['decay_fraction'] * 100:g} % of the steps, not 30 %" in text
+        if "muon_weight_decay" in tuned:
+            assert f"weight decay of {recipe['muon_weight_decay']:g}" in text
 
 
 def test_chapter_15_race_sentences_are_the_results():

@@ -63,25 +63,41 @@ def test_swiglu_hidden_matches_gelu_mlp_parameters():
 
 
 def test_qk_norm_attention_matches_explicit_softmax():
+    """Forward and gradients (input, projections, both gains) against the formula written
+    out on the transposed heads (its norm checked against torch.nn.RMSNorm), in float64."""
     _ = torch.manual_seed(2)
-    att = QKNormAttention(CFG)
+    att = QKNormAttention(CFG).double()
     with torch.no_grad():
         att.q_norm.weight.uniform_(0.5, 1.5)
         att.k_norm.weight.uniform_(0.5, 1.5)
-    x = torch.randn(2, 5, 16)
-    q, k, v = (x @ att.qkv.weight.T).split(16, dim=-1)
-    heads = lambda t: t.view(2, 5, 2, 8).transpose(1, 2)  # noqa: E731
-    ref_norm = torch.nn.RMSNorm(8, eps=1e-6)
+    x = torch.randn(2, 5, 16, dtype=torch.float64, requires_grad=True)
+
+    def rms(t, g):  # (..., 8): the formula
+        return t / t.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt() * g
+
+    def explicit(x):
+        q, k, v = (x @ att.qkv.weight.T).split(16, dim=-1)
+        heads = lambda t: t.view(2, 5, 2, 8).transpose(1, 2)  # noqa: E731
+        qn = rms(heads(q), att.q_norm.weight)
+        kn = rms(heads(k), att.k_norm.weight)
+        scores = qn @ kn.transpose(-1, -2) / 8**0.5
+        scores = scores.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
+        out = (scores.softmax(-1) @ heads(v)).transpose(1, 2).reshape(2, 5, 16)
+        return out @ att.proj.weight.T
+
+    ref_norm = torch.nn.RMSNorm(8, eps=1e-6).double()
     with torch.no_grad():
         ref_norm.weight.copy_(att.q_norm.weight)
-    qn = ref_norm(heads(q))
-    with torch.no_grad():
-        ref_norm.weight.copy_(att.k_norm.weight)
-    kn = ref_norm(heads(k))
-    scores = qn @ kn.transpose(-1, -2) / 8**0.5
-    scores = scores.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
-    out = (scores.softmax(-1) @ heads(v)).transpose(1, 2).reshape(2, 5, 16)
-    torch.testing.assert_close(att(x), out @ att.proj.weight.T, rtol=1e-5, atol=1e-6)
+    probe = torch.randn(2, 5, 8, dtype=torch.float64)
+    torch.testing.assert_close(rms(probe, att.q_norm.weight), ref_norm(probe))  # the formula
+    params = [x, att.qkv.weight, att.proj.weight, att.q_norm.weight, att.k_norm.weight]
+    ours, want = att(x), explicit(x)
+    torch.testing.assert_close(ours, want, rtol=1e-10, atol=1e-12)
+    w = torch.randn_like(ours)
+    g_ours = torch.autograd.grad((ours * w).sum(), params)
+    g_want = torch.autograd.grad((want * w).sum(), params)
+    for a, b in zip(g_ours, g_want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_qk_norm_bounds_the_logits():

@@ -48,6 +48,48 @@ def test_modern_recipe_with_muon_and_wsd_learns(data):
         Recipe("x", cfg, optimizer="sgd")
 
 
+def test_muon_weight_decay_and_the_decay_fraction_reach_the_run(data):
+    """The recipe's Muon weight decay shrinks the blocks' matrices by (1 - lr wd) a step (the
+    decoupled decay), and its decay fraction sets where the schedule starts to fall."""
+    tok, train, val = data
+    cfg = replace(TINY, max_steps=20, warmup_steps=2)
+    runs = {
+        wd: Run(
+            Recipe(
+                "m",
+                cfg,
+                {},
+                optimizer="muon",
+                schedule="wsd",
+                muon_weight_decay=wd,
+                decay_fraction=0.5,
+            ),
+            train,
+            val,
+            tok.vocab_size,
+        )
+        for wd in (0.0, 0.5)
+    }
+    assert [g["weight_decay"] for g in runs[0.5].muon.param_groups] == [0.5]
+    for run in runs.values():
+        run.train_steps(1)
+    p0, p1 = (next(iter(r.muon.param_groups[0]["params"])) for r in runs.values())
+    lr = runs[0.5].muon.param_groups[0]["lr"]
+    # same data and seed: the only difference after one step is the decay of the start
+    start = next(
+        iter(
+            Run(
+                Recipe("m", cfg, {}, optimizer="muon"), train, val, tok.vocab_size
+            ).muon.param_groups[0]["params"]
+        )
+    ).detach()
+    torch.testing.assert_close(p1 - p0, -lr * 0.5 * start, rtol=1e-4, atol=1e-7)
+    run = runs[0.0]
+    factors = [run.lr_factor() for run.step_count in range(20)]
+    # 20 steps, the last 50 % decaying: the rate leaves its peak after step 10 (0.3: step 14)
+    assert factors[2:11] == [1.0] * 9 and factors[11] < 1.0
+
+
 def test_race_interleaves_and_records(data):
     tok, train, val = data
     cfg = replace(TINY, max_steps=20, warmup_steps=2)
@@ -110,6 +152,12 @@ def test_describe_recipe_names_each_change():
     assert text == (
         "RMSNorm, QK-norm, an untied head, Muon (peak rate 0.04) for the blocks' matrices "
         "and warmup-stable-decay"
+    )
+    tuned = {"optimizer": "muon", "muon_lr": 0.015, "muon_weight_decay": 0.1}
+    tuned |= {"schedule": "wsd", "decay_fraction": 0.5}
+    assert describe_recipe(tuned) == (
+        "Muon (peak rate 0.015, weight decay 0.1) for the blocks' matrices and "
+        "warmup-stable-decay decaying over the last 50 % of the steps"
     )
     assert describe_recipe({"modern": {"mlp": "swiglu"}}) == "SwiGLU"
     assert describe_recipe({}) == "no change"
