@@ -54,3 +54,24 @@ def test_each_tuned_setting_goes_back_to_the_default_it_replaced():
         back = speedrun.untuned(speedrun.SPEEDRUN, setting)
         assert back == {**speedrun.SPEEDRUN, setting: default}
         Recipe("r", None, **back)  # still a recipe
+
+
+def test_recipe_runs_pair_by_seed_whatever_order_they_finish_in():
+    from scipy.stats import ttest_rel
+
+    finished = [  # as_completed's order, not the seeds'
+        {"name": "whole", "seed": 2, "final_val": 1.754},
+        {"name": "wsd", "seed": 0, "final_val": 1.768},
+        {"name": "whole", "seed": 0, "final_val": 1.751},
+        {"name": "wsd", "seed": 2, "final_val": 1.765},
+        {"name": "wsd", "seed": 1, "final_val": 1.763},
+        {"name": "whole", "seed": 1, "final_val": 1.742},
+    ]
+    finals = speedrun.in_seed_order(finished, [0, 1, 2])
+    assert finals == {"whole": [1.751, 1.742, 1.754], "wsd": [1.768, 1.763, 1.765]}
+    got = speedrun.paired(finals["wsd"], finals["whole"])
+    want = ttest_rel(finals["wsd"], finals["whole"])
+    assert got["p"] == want.pvalue and got["df"] == want.df
+    assert got["difference"] == sum(a - b for a, b in zip(finals["wsd"], finals["whole"])) / 3
+    # pairing by seed sees what Welch's test misses: the same seed moves both runs alike
+    assert got["p"] < speedrun.welch(finals["wsd"], finals["whole"])["p"]
