@@ -10,8 +10,9 @@ code block or output clipped without a visible scrollbar, no page wider than the
 and figure captions at WCAG AA contrast (4.5:1) in both modes; and axe-core (from npm,
 injected by the test, never shipped with the site) finds no critical or serious violation.
 The browser runs with overlay scrollbars (a phone's, a Mac's: invisible unless the site draws
-them), so a box that scrolls but shows no scrollbar counts as clipped. Screenshots of every
-page (light, dark, phone) go to ``test-output/screenshots/``.
+them), so a box that scrolls but shows no scrollbar counts as clipped. Screenshots go to
+``test-output/screenshots/``: the first screen of every page (light, dark, phone), and the whole
+page, light and dark, of a page that fails.
 
 Plus: a widget renders, the search finds "attention", every page's head (favicon, viewport,
 description, social-preview tags) and licence footer, MathJax and the widget manager only on
@@ -376,14 +377,14 @@ def test_page(path, visit, site_dir, base_url, report):
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     problems += v.settle("desktop, light")
-    page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-light.png"), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-light.png"))
     light_bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
     # The reader's system switches to dark: the theme ("auto" mode) must follow it.
     page.emulate_media(color_scheme="dark")
     page.wait_for_function("document.documentElement.dataset.theme === 'dark'", timeout=5_000)
     problems += v.settle("desktop, dark")
     dark_bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
-    page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-dark.png"), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-dark.png"))
     if light_bg == dark_bg:
         problems.append(f"dark mode did not change the page background ({light_bg})")
     captions = page.evaluate(CONTRAST, MIN_CONTRAST)
@@ -432,7 +433,22 @@ def test_page(path, visit, site_dir, base_url, report):
         "axe": {f"{x['impact']}: {x['id']}": len(x["nodes"]) for x in violations},
         "problems": len(problems),
     }
+    if problems:
+        _whole_page_screenshots(page, path)
     assert not problems, f"{path}:\n  " + "\n  ".join(problems)
+
+
+def _whole_page_screenshots(page, path: str) -> None:
+    """The whole failing page at the desktop size, light and dark, to see what the problems
+    name. (A page that passes keeps its first screens only: the whole pages, 870 million pixels
+    rendered and encoded, were a third of this test's time.)"""
+    page.set_viewport_size(DESKTOP)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.wait_for_function(
+            f"document.documentElement.dataset.theme === '{scheme}'", timeout=5_000
+        )
+        page.screenshot(path=str(SCREENSHOTS / f"{_slug(path)}-{scheme}-whole.png"), full_page=True)
 
 
 def test_every_chapter_has_a_colab_link(site_dir):
