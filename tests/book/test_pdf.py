@@ -19,6 +19,7 @@ import re
 import unicodedata
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -147,17 +148,44 @@ def _squash(text: str) -> str:
 MONO_EM = 0.602  # DejaVu Sans Mono's advance width, in em (every glyph the same)
 
 
+# Characters the chapters print that DejaVu and Liberation (Chromium's default fonts here)
+# lack: emoji and CJK (Chapter 9's tokenizer examples).
+WIDE = re.compile("[\u2e80-\u9fff\uac00-\ud7af\U0001f000-\U0001faff]")
+
+
+class Extracted(NamedTuple):
+    """What one pass over the PDF's text finds (pypdf's text extraction is the module's longest
+    step: about 30 CPU seconds for the whole book, so it runs once)."""
+
+    texts: list[str]  # each page's text
+    ends: list[tuple[float, int, str]]  # where each monospaced line ends: (x in pt, page, line)
+    right: float  # the printed column's right edge, in pt
+    wide: list[tuple[int, str, str, bool]]  # (page, emoji or CJK character, font, font draws it)
+
+
+def _draws(font) -> bool:
+    """Whether a PDF font draws its own glyphs: Type 3, embedded, or a composite font."""
+    return font is not None and (
+        "/CharProcs" in font
+        or any(
+            k in (font.get("/FontDescriptor") or {})
+            for k in ("/FontFile", "/FontFile2", "/FontFile3")
+        )
+        or "/DescendantFonts" in font
+    )
+
+
 @pytest.fixture(scope="module")
-def extracted(built_pdf) -> tuple[list[str], list[tuple[float, int, str]], float]:
-    """Each page's text, and where each line of monospaced text (code, outputs) ends:
-    ``(x, page, line)`` in points; and the right edge of the printed column."""
+def extracted(built_pdf) -> Extracted:
     from pypdf import PdfReader
 
     reader = PdfReader(str(built_pdf))
-    texts, ends = [], []
+    texts, ends, wide = [], [], []
     for number, page in enumerate(reader.pages, 1):
 
         def visit(text, cm, tm, font, size, number=number):
+            for ch in WIDE.findall(text or ""):
+                wide.append((number, ch, str((font or {}).get("/BaseFont", "")), _draws(font)))
             if not text.strip() or not font or "Mono" not in str(font.get("/BaseFont", "")):
                 return
             x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
@@ -168,12 +196,12 @@ def extracted(built_pdf) -> tuple[list[str], list[tuple[float, int, str]], float
         texts.append(page.extract_text(visitor_text=visit) or "")
     width = float(reader.pages[0].mediabox.width)
     right = width - float(tool.MARGIN["right"].removesuffix("mm")) / 25.4 * 72
-    return texts, ends, right
+    return Extracted(texts, ends, right, wide)
 
 
 @pytest.fixture(scope="module")
 def pdf_text(extracted) -> list[str]:
-    return extracted[0]
+    return extracted.texts
 
 
 @pytest.fixture(scope="module")
@@ -328,7 +356,7 @@ def test_nothing_is_wider_than_the_page(report, extracted):
     check in print layout found nothing clipped at the page edge, and in the PDF itself no
     line of code or output runs past the right margin."""
     assert report["overflowing"] == []
-    _, ends, right = extracted
+    ends, right = extracted.ends, extracted.right
     assert len(ends) > 1000, "too little monospaced text found: is code still printed?"
     beyond = [f"page {n}: {line}" for x, n, line in ends if x > right + 1]
     assert not beyond, "code running off the page:\n" + "\n".join(beyond[:20])
@@ -416,43 +444,21 @@ def test_bookmark_titles_keep_their_math(built_pdf):
     assert not wrong, wrong
 
 
-# Characters the chapters print that DejaVu and Liberation (Chromium's default fonts here)
-# lack: emoji and CJK (Chapter 9's tokenizer examples).
-WIDE = re.compile("[\u2e80-\u9fff\uac00-\ud7af\U0001f000-\U0001faff]")
-
-
 @pytest.mark.slow
-def test_no_character_prints_as_an_empty_box(built_pdf, report):
+def test_no_character_prints_as_an_empty_box(extracted, report):
     """Every character of the book has a font that draws it: the tool's check in the page
     (``pdf_static/glyphs.js``) found none missing, and in the PDF each emoji or CJK character
     is drawn by an embedded font that is not one of the default fonts (which have no such
     glyph: Chromium would draw their empty box)."""
-    from pypdf import PdfReader
-
     assert report["missing_glyphs"] == [], (
         f"no font for {report['missing_glyphs']}: {tool.FONTS_HINT}"
     )
-    reader = PdfReader(str(built_pdf))
-    seen, wrong = set(), []
-    for number, page in enumerate(reader.pages, 1):
-
-        def visit(text, cm, tm, font, size, number=number):
-            for ch in WIDE.findall(text or ""):
-                seen.add(ch)
-                name = str((font or {}).get("/BaseFont", ""))
-                drawn = font is not None and (
-                    "/CharProcs" in font
-                    or any(
-                        k in (font.get("/FontDescriptor") or {})
-                        for k in ("/FontFile", "/FontFile2", "/FontFile3")
-                    )
-                    or "/DescendantFonts" in font
-                )
-                if not drawn or "DejaVu" in name or "Liberation" in name:
-                    wrong.append(f"page {number}: {ch!r} in {name or 'no font'}")
-
-        page.extract_text(visitor_text=visit)
-    assert seen, "expected emoji or CJK characters in the book (Chapter 9)"
+    assert extracted.wide, "expected emoji or CJK characters in the book (Chapter 9)"
+    wrong = [
+        f"page {number}: {ch!r} in {name or 'no font'}"
+        for number, ch, name, drawn in extracted.wide
+        if not drawn or "DejaVu" in name or "Liberation" in name
+    ]
     assert not wrong, "\n".join(sorted(set(wrong))[:20])
 
 
