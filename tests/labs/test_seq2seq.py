@@ -2,7 +2,8 @@
 references: the encoder–decoder computes what torch.nn.Transformer(norm_first=True) computes with
 the same weights; padding and the causal mask hide what they should; beam search with a beam as
 wide as every prefix finds what brute force finds; BLEU is sacrebleu's; the data split is
-disjoint and seeded; and (slow) the chapter's run, in each test build, translates held-out numbers."""
+disjoint and seeded; and (slow) the chapter's run, in each test build, translates held-out
+numbers."""
 
 import itertools
 import math
