@@ -317,11 +317,14 @@ def take_priority(nice: int = NATIVE_NICE) -> dict[str, str]:
     """Give this process's session (its scheduling group) the priority ``nice``, and return what
     the environment of its Jupyter kernels needs to take it too (``colab_env.LAUNCHER``). Without
     autogroups or the privilege, nothing changes (the module's docstring)."""
+    group = Path("/proc/self/autogroup")  # "/autogroup-17172 nice 0"
     try:
-        Path("/proc/self/autogroup").write_text(str(nice))
+        group.write_text(str(nice))
+        # read back: without the privilege this kernel ignores the write without an error
+        taken = group.read_text().split()[-1] == str(nice)
     except OSError:
-        return {}
-    return {colab_env.AUTOGROUP_NICE: str(nice)}
+        taken = False
+    return {colab_env.AUTOGROUP_NICE: str(nice)} if taken else {}
 
 
 def build_native() -> None:

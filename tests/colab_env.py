@@ -50,13 +50,17 @@ PREINSTALLED = [
 # kernel's scheduling group is that session's, so the build's own priority does not reach it),
 # then run ipykernel as ``-m ipykernel_launcher``.
 AUTOGROUP_NICE = "COURSE_AUTOGROUP_NICE"
-LAUNCHER = """import importlib.util, json, os, runpy, sys
+TAKE_PRIORITY = """import os
 if os.environ.get("COURSE_AUTOGROUP_NICE"):
     try:
         with open("/proc/self/autogroup", "w") as group:
             group.write(os.environ["COURSE_AUTOGROUP_NICE"])
     except OSError:  # no autogroups (another OS), or no privilege: the default priority
         pass
+"""
+LAUNCHER = (
+    TAKE_PRIORITY
+    + """import importlib.util, json, os, runpy, sys
 spec = importlib.util.find_spec("course_lib")
 with open(os.environ["COURSE_KERNEL_LOG"], "a", encoding="utf-8") as log:
     log.write(json.dumps({"executable": sys.executable, "cwd": os.getcwd(),
@@ -64,6 +68,7 @@ with open(os.environ["COURSE_KERNEL_LOG"], "a", encoding="utf-8") as log:
 sys.path[0] = os.getcwd()
 runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
 """
+)
 
 
 def ensure(workdir: Path) -> tuple[dict, bool]:

@@ -209,3 +209,59 @@ def test_a_build_that_lost_the_kernel_port_race_runs_once_more_and_no_other_does
     assert book_builds.once_more_if_a_port_was_taken(run).returncode == 1 and calls == [1]
     run, calls = runs((0, "build succeeded"))
     assert book_builds.once_more_if_a_port_was_taken(run).returncode == 0 and calls == [0]
+
+
+AUTOGROUP = "/proc/self/autogroup"
+
+
+def _in_a_new_session(code: str, env: dict | None = None) -> str:
+    """Run ``code`` in a Python of its own session (its own scheduling group, so this test's is
+    never changed) and return what it printed."""
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})},
+        start_new_session=True,
+        check=True,
+    )
+    return proc.stdout.strip()
+
+
+def _can_raise_priority() -> bool:
+    """Whether this process may lower a nice value: CAP_SYS_NICE (bit 23) among its effective
+    capabilities (root has it)."""
+    with open("/proc/self/status") as status:
+        caps = next(line for line in status if line.startswith("CapEff:"))
+    return bool(int(caps.split()[1], 16) >> 23 & 1)
+
+
+@pytest.mark.skipif(not os.path.exists(AUTOGROUP), reason="no autogroups (not Linux's CFS)")
+def test_the_native_build_and_its_kernels_take_the_cores_first():
+    """``take_priority`` sets its session's group to ``NATIVE_NICE`` and hands the kernels the
+    same value, which the kernel launcher's first lines take for their own session; without the
+    privilege it changes nothing and hands nothing on."""
+    import colab_env
+
+    took = _in_a_new_session(
+        f"import book_builds; print(book_builds.take_priority()); print(open({AUTOGROUP!r}).read())"
+    )
+    env_line, group = took.splitlines()
+    nice = book_builds.NATIVE_NICE
+    if _can_raise_priority():
+        assert env_line == repr({colab_env.AUTOGROUP_NICE: str(nice)})
+        assert group.endswith(f"nice {nice}")
+    else:
+        assert env_line == "{}" and group.endswith("nice 0")
+    # a kernel: its own session, the value from its environment
+    kernel = _in_a_new_session(
+        colab_env.TAKE_PRIORITY + f"print(open({AUTOGROUP!r}).read())",
+        {colab_env.AUTOGROUP_NICE: str(nice)},
+    )
+    assert kernel.endswith(f"nice {nice if _can_raise_priority() else 0}")
+    # a kernel of any other build or test: the default
+    other = _in_a_new_session(colab_env.TAKE_PRIORITY + f"print(open({AUTOGROUP!r}).read())")
+    assert other.endswith("nice 0")
+    assert colab_env.LAUNCHER.startswith(colab_env.TAKE_PRIORITY)
