@@ -32,6 +32,8 @@ from _common import write_json
 
 TICK = os.sysconf("SC_CLK_TCK")
 PERIOD = 1.0  # seconds between two looks at /proc
+# The names tests/book_builds.py runs a build under: "native" and the simulated CPUs' builds
+BUILDS = ("native", "avx2", "avx2+onednn", "no-vector")
 
 
 def cmdline(pid: int) -> str:
@@ -60,7 +62,7 @@ def kind(pid: int, parent: int, session: int) -> str:
     """What a process is part of, from its session's leader (a build, a kernel, a sandbox,
     the test run), the build whose process started it (a kernel), and its own command line."""
     own, leader = cmdline(pid), cmdline(session)
-    for build in ("native", "avx2", "no-vector", "avx2+onednn"):
+    for build in BUILDS:
         if f"book_builds.py {build} " in leader:
             return f"build {build}: " + ("Chromium (the PDF)" if "chrom" in own else "Sphinx, pip")
     if "ipykernel" in leader or "kernels/python3/launch.py" in leader:
@@ -68,7 +70,7 @@ def kind(pid: int, parent: int, session: int) -> str:
             starter = cmdline(stat(parent)[1])
         except (OSError, ValueError):
             starter = ""
-        for build in ("native", "avx2", "no-vector", "avx2+onednn"):
+        for build in BUILDS:
             if f"book_builds.py {build} " in starter:
                 return f"build {build}: the chapters (Jupyter kernels)"
         return "tests: Jupyter kernels (solutions in the fresh Colab)"
