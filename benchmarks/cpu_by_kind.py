@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -159,7 +160,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("name the command to run after --")
     if not Path("/proc/stat").exists():
         ap.error("this benchmark reads /proc: Linux only")
-    result = sample(subprocess.Popen(command))
+    # The command leads a session of its own: its processes' kind then does not depend on who
+    # started the benchmark (a CI harness's session leader may have exited: "leader is gone")
+    proc = subprocess.Popen(command, start_new_session=True)
+    try:
+        result = sample(proc)
+    except KeyboardInterrupt:  # its own session does not get the terminal's Ctrl-C: pass it on
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait()
+        raise
     print(table(result))
     if args.out:
         write_json(result, args.out)
