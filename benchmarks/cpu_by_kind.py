@@ -33,7 +33,9 @@ from _common import write_json
 
 TICK = os.sysconf("SC_CLK_TCK")
 PERIOD = 1.0  # seconds between two looks at /proc
-# The names tests/book_builds.py runs a build under: "native" and the simulated CPUs' builds
+# The names tests/book_builds.py runs a build under: "native" and a simulated CPU's, whose home
+# is tools.spread.CPUS (copied, not imported: that imports torch, and this benchmark runs before
+# a fresh clone has an environment; tests/benchmarks/test_cpu_by_kind.py checks the copy)
 BUILDS = ("native", "avx2", "avx2+onednn", "no-vector")
 
 

@@ -49,6 +49,13 @@ def test_each_kind_is_told_apart(monkeypatch, own, leader, starter, want):
     assert cpu_by_kind.kind(10, 30, 20).startswith(want)
 
 
+def test_the_build_names_are_the_simulated_cpus():
+    """The benchmark's copy of the build names is ``tools.spread.CPUS``'s keys, their one home."""
+    from tools.spread import CPUS
+
+    assert cpu_by_kind.BUILDS == tuple(CPUS)
+
+
 def _result(path, seconds=120):
     """The benchmark's JSON once it is written whole (it is written once, at the end)."""
     deadline = time.monotonic() + seconds

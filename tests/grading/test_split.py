@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import functools
 import gc
 import io
 
@@ -287,15 +288,8 @@ def _reachable_equal(tensors: list[torch.Tensor]) -> list[tuple]:
     # One subclass test per type, not per object: isinstance(o, torch.Tensor) runs torch's
     # Python-level __instancecheck__ on each of the worker's million live objects, and this
     # scan runs before every check call (most of this test's time).
-    is_tensor: dict[type, bool] = {}
-    live = []
-    for o in gc.get_objects():
-        kind = type(o)
-        found_kind = is_tensor.get(kind)
-        if found_kind is None:
-            found_kind = is_tensor[kind] = issubclass(kind, torch.Tensor)
-        if found_kind:
-            live.append(o)
+    tensor_type = functools.cache(lambda kind: issubclass(kind, torch.Tensor))
+    live = [o for o in gc.get_objects() if tensor_type(type(o))]
     for o in live:
         # A fake tensor (left by an earlier torch.compile in this process) holds no values.
         if not o.is_meta and not isinstance(o, FakeTensor):
